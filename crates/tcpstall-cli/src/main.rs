@@ -1,0 +1,154 @@
+//! The `tcpstall` command: wires the core library's sources, detector and renderers.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use tcpstall_core::analyze::{AnalyzeOptions, Filter, analyze};
+use tcpstall_core::detect::DetectConfig;
+use tcpstall_core::report::{json, text};
+use tcpstall_core::segment::NANOS_PER_MILLI;
+
+/// Exit status when `--fail-on-stall` is given and a stall was found.
+const EXIT_STALLS_FOUND: u8 = 1;
+/// Exit status for unusable input or a usage error (clap also uses 2).
+const EXIT_ERROR: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "tcpstall",
+    version,
+    about = "Find, explain and fix TCP stalls caused by Nagle's algorithm meeting delayed ACKs",
+    long_about = "Find, explain and fix TCP stalls caused by Nagle's algorithm meeting delayed ACKs: \
+the 40 ms (Linux) or 200 ms (Windows, AIX, BSD) pauses that make request/response programs \
+far slower than their network."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read a pcap or pcapng capture and report every stall, its cause and its fix
+    #[command(after_help = "\
+EXIT STATUS:
+  0  the analysis ran (stalls or not, unless --fail-on-stall)
+  1  --fail-on-stall was given and a nagle-delayed-ack or delayed-ack stall was found
+  2  the input could not be analysed (not a capture, truncated header, no TCP, ...) or bad usage
+
+EXAMPLES:
+  tcpstall analyze captures/seed002-two-writes.pcap
+  tcpstall analyze --stalls --port 6379 proxy.pcapng
+  tcpdump -i eth0 -w - 'tcp port 8080' | tcpstall analyze -
+  tcpstall analyze --json capture.pcap | jq '.connections[].stalls[] | select(.class == \"nagle-delayed-ack\")'")]
+    Analyze(AnalyzeArgs),
+}
+
+#[derive(Args)]
+struct AnalyzeArgs {
+    /// Capture file (pcap or pcapng), or - for standard input
+    capture: PathBuf,
+    /// Print the JSON report (schema version 1, see docs/json-schema.md)
+    #[arg(long)]
+    json: bool,
+    /// List every gap of every connection shown, with its packet numbers
+    #[arg(long)]
+    stalls: bool,
+    /// Also show connections without any gap
+    #[arg(long)]
+    all: bool,
+    /// Keep only connections with this endpoint address (repeatable)
+    #[arg(long, value_name = "IP")]
+    host: Vec<IpAddr>,
+    /// Keep only connections with this endpoint port (repeatable)
+    #[arg(long, value_name = "PORT")]
+    port: Vec<u16>,
+    /// Smallest pause worth examining, in milliseconds
+    #[arg(long, value_name = "MS", default_value_t = 10.0)]
+    min_gap: f64,
+    /// Exit with status 1 when a nagle-delayed-ack or delayed-ack stall is found
+    #[arg(long)]
+    fail_on_stall: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Analyze(args) => run_analyze(args),
+    }
+}
+
+fn run_analyze(args: AnalyzeArgs) -> ExitCode {
+    if !(args.min_gap.is_finite() && args.min_gap > 0.0 && args.min_gap <= 60_000.0) {
+        eprintln!(
+            "tcpstall: error: --min-gap must be between 0 and 60000 ms, got {}",
+            args.min_gap
+        );
+        return ExitCode::from(EXIT_ERROR);
+    }
+    let options = AnalyzeOptions {
+        detect: DetectConfig {
+            min_gap: (args.min_gap * NANOS_PER_MILLI as f64) as i64,
+            ..DetectConfig::default()
+        },
+        filter: Filter {
+            hosts: args.host,
+            ports: args.port,
+        },
+    };
+    let source = args.capture.display().to_string();
+    let result = if source == "-" {
+        analyze(io::stdin(), "stdin", &options)
+    } else {
+        match File::open(&args.capture) {
+            Ok(file) => analyze(file, &source, &options),
+            Err(e) => {
+                eprintln!("tcpstall: error: {source}: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        }
+    };
+    let analysis = match result {
+        Ok(analysis) => analysis,
+        Err(e) => {
+            eprintln!("tcpstall: error: {source}: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    };
+    let rendered = if args.json {
+        match serde_json::to_string_pretty(&json::build(&analysis)) {
+            Ok(mut s) => {
+                s.push('\n');
+                s
+            }
+            Err(e) => {
+                eprintln!("tcpstall: error: cannot encode the JSON report: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        }
+    } else {
+        text::render(
+            &analysis,
+            text::TextOptions {
+                stalls: args.stalls,
+                all: args.all,
+            },
+        )
+    };
+    if let Err(e) = io::stdout().lock().write_all(rendered.as_bytes())
+        && e.kind() != io::ErrorKind::BrokenPipe
+    {
+        eprintln!("tcpstall: error: writing the report: {e}");
+        return ExitCode::from(EXIT_ERROR);
+    }
+    let stalled = analysis.connections.iter().any(|c| c.stall_count > 0);
+    if args.fail_on_stall && stalled {
+        ExitCode::from(EXIT_STALLS_FOUND)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

@@ -1,0 +1,232 @@
+//! Link, network and transport headers of one captured packet, down to a [`Segment`].
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+
+use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TransportSlice};
+
+use crate::capture::Packet;
+use crate::segment::{Segment, TcpFlags, TcpOptions};
+
+/// pcap LINKTYPE_ values this module decodes (tcpdump.org/linktypes.html).
+mod link {
+    pub const NULL: i32 = 0;
+    pub const ETHERNET: i32 = 1;
+    pub const RAW_OLD_A: i32 = 12;
+    pub const RAW_OLD_B: i32 = 14;
+    pub const RAW: i32 = 101;
+    pub const LOOP: i32 = 108;
+    pub const LINUX_SLL: i32 = 113;
+    pub const IPV4: i32 = 228;
+    pub const IPV6: i32 = 229;
+    pub const LINUX_SLL2: i32 = 276;
+}
+
+/// Why a packet did not become a segment. Every skipped packet is counted by reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SkipReason {
+    UnsupportedLinkType(i32),
+    NotIp,
+    NotTcp,
+    IpFragment,
+    TruncatedHeaders,
+}
+
+impl SkipReason {
+    pub fn describe(&self) -> String {
+        match self {
+            SkipReason::UnsupportedLinkType(t) => format!("unsupported link type {t}"),
+            SkipReason::NotIp => "not IP".into(),
+            SkipReason::NotTcp => "IP but not TCP".into(),
+            SkipReason::IpFragment => "IP fragment".into(),
+            SkipReason::TruncatedHeaders => "cut off before the end of the TCP header".into(),
+        }
+    }
+
+    /// Stable machine name for JSON.
+    pub fn key(&self) -> String {
+        match self {
+            SkipReason::UnsupportedLinkType(t) => format!("unsupported_link_type_{t}"),
+            SkipReason::NotIp => "not_ip".into(),
+            SkipReason::NotTcp => "not_tcp".into(),
+            SkipReason::IpFragment => "ip_fragment".into(),
+            SkipReason::TruncatedHeaders => "truncated_headers".into(),
+        }
+    }
+}
+
+/// Skipped packets by reason.
+#[derive(Clone, Debug, Default)]
+pub struct SkipCounts {
+    pub by_reason: BTreeMap<SkipReason, u64>,
+}
+
+impl SkipCounts {
+    pub fn add(&mut self, reason: SkipReason) {
+        *self.by_reason.entry(reason).or_insert(0) += 1;
+    }
+    pub fn total(&self) -> u64 {
+        self.by_reason.values().sum()
+    }
+}
+
+/// Decodes one packet into a TCP segment, or says why it is not one.
+pub fn decode_packet(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
+    let data = packet.data;
+    let sliced = match packet.link_type {
+        link::ETHERNET => {
+            LaxSlicedPacket::from_ethernet(data).map_err(|_| SkipReason::TruncatedHeaders)?
+        }
+        link::RAW | link::RAW_OLD_A | link::RAW_OLD_B | link::IPV4 | link::IPV6 => from_ip(data)?,
+        link::NULL | link::LOOP => {
+            // BSD loopback: a 4-byte address family, host byte order for NULL, network for LOOP.
+            let family = data.get(..4).ok_or(SkipReason::TruncatedHeaders)?;
+            // A family value is small, so whichever byte order the capturing host used,
+            // the reading with the zero bytes in front is the right one.
+            let bytes = [family[0], family[1], family[2], family[3]];
+            let family = if packet.link_type == link::LOOP || (bytes[0] == 0 && bytes[1] == 0) {
+                u32::from_be_bytes(bytes)
+            } else {
+                u32::from_le_bytes(bytes)
+            };
+            // AF_INET is 2 everywhere; AF_INET6 is 10, 24, 28 or 30 depending on the BSD.
+            match family {
+                2 | 10 | 24 | 28 | 30 => from_ip(&data[4..])?,
+                _ => return Err(SkipReason::NotIp),
+            }
+        }
+        link::LINUX_SLL => {
+            // 16-byte header; the protocol (an EtherType) is its last two bytes.
+            let header = data.get(..16).ok_or(SkipReason::TruncatedHeaders)?;
+            let ether_type = u16::from_be_bytes([header[14], header[15]]);
+            LaxSlicedPacket::from_ether_type(EtherType(ether_type), &data[16..])
+        }
+        link::LINUX_SLL2 => {
+            // 20-byte header; the protocol (an EtherType) is its first two bytes.
+            let header = data.get(..20).ok_or(SkipReason::TruncatedHeaders)?;
+            let ether_type = u16::from_be_bytes([header[0], header[1]]);
+            LaxSlicedPacket::from_ether_type(EtherType(ether_type), &data[20..])
+        }
+        other => return Err(SkipReason::UnsupportedLinkType(other)),
+    };
+    segment_from_sliced(packet, &sliced)
+}
+
+fn from_ip(data: &[u8]) -> Result<LaxSlicedPacket<'_>, SkipReason> {
+    match data.first().map(|b| b >> 4) {
+        Some(4) | Some(6) => {
+            LaxSlicedPacket::from_ip(data).map_err(|_| SkipReason::TruncatedHeaders)
+        }
+        Some(_) => Err(SkipReason::NotIp),
+        None => Err(SkipReason::TruncatedHeaders),
+    }
+}
+
+fn segment_from_sliced(
+    packet: &Packet<'_>,
+    sliced: &LaxSlicedPacket<'_>,
+) -> Result<Segment, SkipReason> {
+    let (src_ip, dst_ip, ip_payload_declared) = match &sliced.net {
+        Some(LaxNetSlice::Ipv4(ipv4)) => {
+            let header = ipv4.header();
+            let payload = ipv4.payload();
+            if payload.fragmented {
+                return Err(SkipReason::IpFragment);
+            }
+            let payload_offset =
+                payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
+            let total = usize::from(header.total_len());
+            // A total length of 0 is what TSO-offloaded packets carry in captures.
+            let declared = if total >= payload_offset {
+                total - payload_offset
+            } else {
+                payload.payload.len()
+            };
+            (
+                IpAddr::V4(header.source_addr()),
+                IpAddr::V4(header.destination_addr()),
+                declared,
+            )
+        }
+        Some(LaxNetSlice::Ipv6(ipv6)) => {
+            let header = ipv6.header();
+            let payload = ipv6.payload();
+            if payload.fragmented {
+                return Err(SkipReason::IpFragment);
+            }
+            let payload_offset =
+                payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
+            let total = 40 + usize::from(header.payload_length());
+            let declared = if header.payload_length() != 0 && total >= payload_offset {
+                total - payload_offset
+            } else {
+                payload.payload.len()
+            };
+            (
+                IpAddr::V6(header.source_addr()),
+                IpAddr::V6(header.destination_addr()),
+                declared,
+            )
+        }
+        Some(LaxNetSlice::Arp(_)) | None => {
+            return Err(match sliced.stop_err {
+                Some(_) if sliced.link.is_some() && is_ip_ether_type(sliced) => {
+                    SkipReason::TruncatedHeaders
+                }
+                _ => SkipReason::NotIp,
+            });
+        }
+    };
+    let tcp = match &sliced.transport {
+        Some(TransportSlice::Tcp(tcp)) => tcp,
+        Some(_) => return Err(SkipReason::NotTcp),
+        None => {
+            let ip_number = sliced
+                .net
+                .as_ref()
+                .and_then(|n| n.ip_payload_ref())
+                .map(|p| p.ip_number);
+            return Err(if ip_number == Some(etherparse::IpNumber::TCP) {
+                SkipReason::TruncatedHeaders
+            } else {
+                SkipReason::NotTcp
+            });
+        }
+    };
+    let header_len = tcp.header_slice().len();
+    let payload_len = ip_payload_declared.saturating_sub(header_len) as u32;
+    let mut options = TcpOptions::default();
+    for option in tcp.options_iterator() {
+        match option {
+            Ok(TcpOptionElement::MaximumSegmentSize(mss)) => options.mss = Some(mss),
+            Ok(TcpOptionElement::WindowScale(shift)) => options.window_scale = Some(shift),
+            Ok(TcpOptionElement::SelectiveAcknowledgementPermitted) => {
+                options.sack_permitted = true
+            }
+            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
+                options.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8;
+            }
+            Ok(TcpOptionElement::Timestamp(val, ecr)) => options.timestamps = Some((val, ecr)),
+            Ok(TcpOptionElement::Noop) => {}
+            Err(_) => break,
+        }
+    }
+    Ok(Segment {
+        time: packet.time,
+        src: SocketAddr::new(src_ip, tcp.source_port()),
+        dst: SocketAddr::new(dst_ip, tcp.destination_port()),
+        seq: tcp.sequence_number(),
+        ack: tcp.acknowledgment_number(),
+        flags: TcpFlags(tcp.header_slice()[13] & 0x1f),
+        window: tcp.window_size(),
+        payload_len,
+        options,
+    })
+}
+
+fn is_ip_ether_type(sliced: &LaxSlicedPacket<'_>) -> bool {
+    matches!(
+        sliced.ether_payload().map(|p| p.ether_type),
+        Some(EtherType::IPV4) | Some(EtherType::IPV6)
+    )
+}

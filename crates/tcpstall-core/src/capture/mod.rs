@@ -1,0 +1,39 @@
+//! Capture input and output: pcap/pcapng files in, [`Segment`](crate::segment::Segment)s out.
+
+mod decode;
+mod reader;
+mod writer;
+
+use std::io;
+
+pub use decode::{SkipCounts, SkipReason, decode_packet};
+pub use reader::{CaptureFormat, CaptureReader, MAX_RECORD_BYTES, Packet, ReadNotes};
+pub use writer::PcapWriter;
+
+/// Why a capture could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("the input is empty")]
+    Empty,
+    #[error("not a capture: {detail}")]
+    NotACapture { detail: String },
+    #[error("truncated file header: the input ends before its {format} header is complete")]
+    TruncatedHeader { format: &'static str },
+    #[error(
+        "packet {packet} at byte offset {offset} claims {claimed} bytes, over the {limit}-byte limit: the capture is corrupt from here"
+    )]
+    RecordTooLong {
+        packet: u64,
+        offset: u64,
+        claimed: u64,
+        limit: u64,
+    },
+    #[error("packet {packet} at byte offset {offset}: {detail}")]
+    Corrupt {
+        packet: u64,
+        offset: u64,
+        detail: String,
+    },
+    #[error("read error: {0}")]
+    Io(#[from] io::Error),
+}

@@ -1,0 +1,440 @@
+//! From a tracked connection and its classified gaps to a verdict a person can act on:
+//! how much time the stalls cost, whose timer held the ACKs and what stack that points
+//! to, which application pattern caused them, and the fixes ranked with their gain.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use crate::detect::{Pattern, StallClass, StallEvent};
+use crate::flow::{Connection, MssSource};
+use crate::segment::{NANOS_PER_MILLI, Nanos};
+
+/// The two roles of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    Server,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
+    }
+}
+
+/// What tcpstall concludes about one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    NagleDelayedAckStalls,
+    DelayedAckStalls,
+    ReceiverWindowLimited,
+    RetransmissionTimeouts,
+    UnexplainedGaps,
+    AppThinkTimeOnly,
+    NoStall,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::NagleDelayedAckStalls => "nagle-delayed-ack-stalls",
+            Verdict::DelayedAckStalls => "delayed-ack-stalls",
+            Verdict::ReceiverWindowLimited => "receiver-window-limited",
+            Verdict::RetransmissionTimeouts => "retransmission-timeouts",
+            Verdict::UnexplainedGaps => "unexplained-gaps",
+            Verdict::AppThinkTimeOnly => "application-think-time-only",
+            Verdict::NoStall => "no-stall",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Verdict::NagleDelayedAckStalls => "stalls: Nagle's algorithm waited for delayed ACKs",
+            Verdict::DelayedAckStalls => "stalls: the sender waited for delayed ACKs",
+            Verdict::ReceiverWindowLimited => "the receiver's window held the sender",
+            Verdict::RetransmissionTimeouts => "retransmission timeouts (loss)",
+            Verdict::UnexplainedGaps => "gaps tcpstall cannot explain",
+            Verdict::AppThinkTimeOnly => "no TCP stall: pauses are the applications' own",
+            Verdict::NoStall => "no stall",
+        }
+    }
+}
+
+/// The delayed-ACK timer a receiver showed, and the stacks that use it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DelayedAckProfile {
+    pub role: Role,
+    pub endpoint: SocketAddr,
+    pub samples: usize,
+    pub median: Nanos,
+    pub min: Nanos,
+    pub max: Nanos,
+    pub timer: TimerGuess,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerGuess {
+    /// 40 ms: Linux's TCP_DELACK_MIN, fired on jiffies.
+    Linux40,
+    /// 100 ms: FreeBSD's default `net.inet.tcp.delacktime`.
+    FreeBsd100,
+    /// 200 ms per connection: Windows (TcpDelAckTicks = 2), AIX.
+    Fixed200,
+    /// 0 to 200 ms: a global 200 ms tick as in classic BSD (delay depends on phase).
+    PhasedTick200,
+    /// None of the known defaults.
+    Other,
+}
+
+impl TimerGuess {
+    pub fn name(self) -> &'static str {
+        match self {
+            TimerGuess::Linux40 => "40ms",
+            TimerGuess::FreeBsd100 => "100ms",
+            TimerGuess::Fixed200 => "200ms",
+            TimerGuess::PhasedTick200 => "0-200ms-tick",
+            TimerGuess::Other => "other",
+        }
+    }
+
+    pub fn stacks(self) -> &'static [&'static str] {
+        match self {
+            TimerGuess::Linux40 => &["Linux"],
+            TimerGuess::FreeBsd100 => &["FreeBSD"],
+            TimerGuess::Fixed200 => &["Windows", "AIX"],
+            TimerGuess::PhasedTick200 => &["classic BSD", "AIX", "macOS before 10.5"],
+            TimerGuess::Other => &[],
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            TimerGuess::Linux40 => "Linux (TCP_DELACK_MIN 40 ms)",
+            TimerGuess::FreeBsd100 => "FreeBSD (delacktime 100 ms)",
+            TimerGuess::Fixed200 => "Windows or AIX (200 ms timer)",
+            TimerGuess::PhasedTick200 => "a classic BSD 200 ms tick (delay depends on its phase)",
+            TimerGuess::Other => "no known stack default",
+        }
+    }
+}
+
+/// Reads the timer off the observed ACK delays. Linux fires its 40 ms timer on jiffies,
+/// so 40 to 48 ms is seen; a tick-based stack spreads delays over its whole period.
+pub fn infer_timer(delays: &[Nanos]) -> (Nanos, Nanos, Nanos, TimerGuess) {
+    let mut sorted = delays.to_vec();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2];
+    let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
+    let ms = |n: Nanos| n / NANOS_PER_MILLI;
+    let spread = ms(max - min);
+    let guess = match ms(median) {
+        30..=70 if spread <= 40 => TimerGuess::Linux40,
+        85..=125 if spread <= 40 => TimerGuess::FreeBsd100,
+        160..=240 if spread <= 60 => TimerGuess::Fixed200,
+        _ if sorted.len() >= 3 && ms(max) <= 240 && spread > 60 => TimerGuess::PhasedTick200,
+        _ => TimerGuess::Other,
+    };
+    (median, min, max, guess)
+}
+
+/// One change that removes the stalls, with what it would save.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fix {
+    pub role: Role,
+    pub endpoint: SocketAddr,
+    pub action: String,
+    pub note: String,
+    /// Time the connection would not have lost.
+    pub saves: Nanos,
+}
+
+/// Everything concluded about one connection.
+#[derive(Clone, Debug)]
+pub struct ConnectionDiagnosis {
+    pub client: SocketAddr,
+    pub server: SocketAddr,
+    pub handshake_seen: bool,
+    pub first_time: Nanos,
+    pub last_time: Nanos,
+    pub first_packet: u64,
+    pub packets: u64,
+    pub duplicates: u64,
+    pub bytes_client_to_server: u64,
+    pub bytes_server_to_client: u64,
+    pub retransmitted_segments: u64,
+    /// (MSS, where it comes from) for data sent by the client and by the server.
+    pub client_mss: (u32, MssSource),
+    pub server_mss: (u32, MssSource),
+    /// Round trip from the capture point to each endpoint and back.
+    pub client_path_rtt: Option<Nanos>,
+    pub server_path_rtt: Option<Nanos>,
+    /// Every classified gap, in time order.
+    pub events: Vec<StallEvent>,
+    /// Which role each event side is.
+    side_roles: [Role; 2],
+    pub endpoints: [SocketAddr; 2],
+    pub verdict: Verdict,
+    pub stall_count: usize,
+    pub time_lost: Nanos,
+    pub delayed_ack: Option<DelayedAckProfile>,
+    pub pattern: Option<Pattern>,
+    pub holder: Option<Role>,
+    pub delayer: Option<Role>,
+    /// The holder's Nagle held data behind full-sized segments only: classic Nagle,
+    /// which Minshall's variant would not do.
+    pub classic_nagle_evidence: bool,
+    pub fixes: Vec<Fix>,
+}
+
+impl ConnectionDiagnosis {
+    pub fn duration(&self) -> Nanos {
+        self.last_time - self.first_time
+    }
+
+    pub fn time_lost_share(&self) -> f64 {
+        if self.duration() <= 0 {
+            0.0
+        } else {
+            self.time_lost as f64 / self.duration() as f64
+        }
+    }
+
+    pub fn role_of_side(&self, side: usize) -> Role {
+        self.side_roles[side]
+    }
+
+    pub fn endpoint_of_side(&self, side: usize) -> SocketAddr {
+        self.endpoints[side]
+    }
+
+    /// Where the capture point sits: 0 at the client, 1 at the server.
+    pub fn capture_position(&self) -> Option<f64> {
+        let (c, s) = (self.client_path_rtt?, self.server_path_rtt?);
+        if c + s == 0 {
+            return None;
+        }
+        Some(c as f64 / (c + s) as f64)
+    }
+
+    pub fn class_counts(&self) -> BTreeMap<StallClass, (usize, Nanos)> {
+        let mut counts = BTreeMap::new();
+        for event in &self.events {
+            let entry = counts.entry(event.class).or_insert((0, 0));
+            entry.0 += 1;
+            entry.1 += event.duration();
+        }
+        counts
+    }
+}
+
+/// Concludes on one tracked connection.
+pub fn diagnose(connection: &Connection) -> ConnectionDiagnosis {
+    let client_side = connection.client_side();
+    let server_side = 1 - client_side;
+    let mut side_roles = [Role::Client; 2];
+    side_roles[server_side] = Role::Server;
+    let tcp_stalls: Vec<&StallEvent> = connection
+        .events
+        .iter()
+        .filter(|e| e.class.is_tcp_stall())
+        .collect();
+    let time_lost: Nanos = tcp_stalls.iter().map(|e| e.duration()).sum();
+
+    let delayer_side = most_common(tcp_stalls.iter().filter_map(|e| e.delayer));
+    let holder_side = most_common(tcp_stalls.iter().filter_map(|e| e.holder));
+    let delays: Vec<Nanos> = tcp_stalls
+        .iter()
+        .filter(|e| e.delayer == delayer_side)
+        .filter_map(|e| e.ack_delay)
+        .collect();
+    let delayed_ack = match (delayer_side, delays.is_empty()) {
+        (Some(side), false) => {
+            let (median, min, max, timer) = infer_timer(&delays);
+            Some(DelayedAckProfile {
+                role: side_roles[side],
+                endpoint: connection.endpoints[side],
+                samples: delays.len(),
+                median,
+                min,
+                max,
+                timer,
+            })
+        }
+        _ => None,
+    };
+    let nagle: Vec<&StallEvent> = tcp_stalls
+        .iter()
+        .copied()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .collect();
+    let pattern = most_common_pattern(&nagle);
+    let classic_nagle_evidence = nagle.iter().any(|e| !e.evidence.outstanding_small_segment);
+
+    let has = |class: StallClass| connection.events.iter().any(|e| e.class == class);
+    let verdict = if has(StallClass::NagleDelayedAck) {
+        Verdict::NagleDelayedAckStalls
+    } else if has(StallClass::DelayedAck) {
+        Verdict::DelayedAckStalls
+    } else if has(StallClass::ReceiverWindow) {
+        Verdict::ReceiverWindowLimited
+    } else if has(StallClass::RetransmissionTimeout) {
+        Verdict::RetransmissionTimeouts
+    } else if has(StallClass::Unexplained) {
+        Verdict::UnexplainedGaps
+    } else if has(StallClass::AppThinkTime) {
+        Verdict::AppThinkTimeOnly
+    } else {
+        Verdict::NoStall
+    };
+
+    let mut diagnosis = ConnectionDiagnosis {
+        client: connection.endpoints[client_side],
+        server: connection.endpoints[server_side],
+        handshake_seen: connection.handshake_seen(),
+        first_time: connection.first_time,
+        last_time: connection.last_time,
+        first_packet: connection.first_packet,
+        packets: connection.packets,
+        duplicates: connection.duplicates,
+        bytes_client_to_server: connection.dirs[client_side].data_bytes,
+        bytes_server_to_client: connection.dirs[server_side].data_bytes,
+        retransmitted_segments: connection.dirs[0].retransmitted_segments
+            + connection.dirs[1].retransmitted_segments,
+        client_mss: connection.send_mss(client_side),
+        server_mss: connection.send_mss(server_side),
+        client_path_rtt: connection.dirs[client_side].path_rtt,
+        server_path_rtt: connection.dirs[server_side].path_rtt,
+        events: connection.events.clone(),
+        side_roles,
+        endpoints: connection.endpoints,
+        verdict,
+        stall_count: tcp_stalls.len(),
+        time_lost,
+        delayed_ack,
+        pattern,
+        holder: holder_side.map(|s| side_roles[s]),
+        delayer: delayer_side.map(|s| side_roles[s]),
+        classic_nagle_evidence,
+        fixes: Vec::new(),
+    };
+    diagnosis.fixes = rank_fixes(&diagnosis, holder_side, delayer_side);
+    diagnosis
+}
+
+fn most_common(sides: impl Iterator<Item = usize>) -> Option<usize> {
+    let mut counts = [0usize; 2];
+    for side in sides {
+        counts[side.min(1)] += 1;
+    }
+    match counts {
+        [0, 0] => None,
+        [a, b] if a >= b => Some(0),
+        _ => Some(1),
+    }
+}
+
+fn most_common_pattern(events: &[&StallEvent]) -> Option<Pattern> {
+    let mut counts: Vec<(Pattern, usize)> = Vec::new();
+    for pattern in events.iter().filter_map(|e| e.pattern) {
+        match counts.iter_mut().find(|(p, _)| p.name() == pattern.name()) {
+            Some(entry) => entry.1 += 1,
+            None => counts.push((pattern, 1)),
+        }
+    }
+    counts.into_iter().max_by_key(|(_, n)| *n).map(|(p, _)| p)
+}
+
+/// The fixes, best first, as DESIGN.md ranks them: change how the application writes,
+/// then keep more than one request in flight, then TCP_NODELAY on the sender, then
+/// immediate ACKs on the receiver.
+fn rank_fixes(d: &ConnectionDiagnosis, holder: Option<usize>, delayer: Option<usize>) -> Vec<Fix> {
+    let mut fixes = Vec::new();
+    let stall_time: Nanos = d.time_lost;
+    let ack_delay_time: Nanos = d
+        .events
+        .iter()
+        .filter(|e| e.class.is_tcp_stall())
+        .filter_map(|e| e.ack_delay)
+        .sum();
+    let holder_fix = |action: &str, note: &str| {
+        holder.map(|side| Fix {
+            role: d.side_roles[side],
+            endpoint: d.endpoints[side],
+            action: action.to_string(),
+            note: note.to_string(),
+            saves: stall_time,
+        })
+    };
+    let quickack = delayer.map(|side| {
+        let (action, note) = match d.delayed_ack.as_ref().map(|p| p.timer) {
+            Some(TimerGuess::Fixed200) => (
+                "acknowledge at once: TcpAckFrequency=1 (Windows) or tcp_nodelayack=1 (AIX)",
+                "host-wide; more ACK packets",
+            ),
+            Some(TimerGuess::Linux40) => (
+                "set TCP_QUICKACK again after every read",
+                "Linux clears it after use; more ACK packets",
+            ),
+            _ => (
+                "turn delayed ACKs off for this socket (TCP_QUICKACK on Linux)",
+                "more ACK packets",
+            ),
+        };
+        Fix {
+            role: d.side_roles[side],
+            endpoint: d.endpoints[side],
+            action: action.to_string(),
+            note: note.to_string(),
+            saves: ack_delay_time,
+        }
+    });
+    match d.verdict {
+        Verdict::NagleDelayedAckStalls => {
+            match d.pattern {
+                Some(Pattern::BulkOddTail { .. }) => {
+                    fixes.extend(holder_fix(
+                        "send the next block before waiting for the reply (double buffering)",
+                        "keeps data behind the last segment, so the ACK is never waited for",
+                    ));
+                    fixes.extend(holder_fix(
+                        "write each block in one call and set TCP_NODELAY",
+                        "the sub-MSS tail leaves at once",
+                    ));
+                    if d.classic_nagle_evidence {
+                        fixes.extend(holder_fix(
+                            "use a stack with Minshall's Nagle variant (Linux, macOS 10.5 and later)",
+                            "a tail behind full-sized segments is then not held",
+                        ));
+                    }
+                }
+                _ => {
+                    fixes.extend(holder_fix(
+                        "write each request in one call (one buffer, or writev/sendmsg)",
+                        "nothing is left for Nagle to hold",
+                    ));
+                    fixes.extend(holder_fix(
+                        "keep two requests in flight (pipelining, double buffering)",
+                        "the next request follows the one waiting for its ACK",
+                    ));
+                    fixes.extend(holder_fix(
+                        "set TCP_NODELAY",
+                        "every small write leaves at once; more small packets",
+                    ));
+                }
+            }
+            fixes.extend(quickack);
+        }
+        Verdict::DelayedAckStalls => {
+            fixes.extend(quickack);
+            fixes.extend(holder_fix(
+                "keep more data in flight (larger writes, or the next request before the reply)",
+                "ACKs then come for every second segment, with no timer",
+            ));
+        }
+        _ => {}
+    }
+    fixes
+}

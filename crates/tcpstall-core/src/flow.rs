@@ -1,0 +1,587 @@
+//! Connection tracking: both directions of every TCP connection in a segment stream.
+//!
+//! Each direction keeps its sequence space (unwrapped to 64 bits), what is in flight,
+//! the receiver's window, the MSS, and the round trip between the capture point and its
+//! endpoint. Gaps in a connection's data are handed to [`crate::detect`] as they end.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use rustc_hash::FxHashMap;
+
+use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
+use crate::segment::{Nanos, Segment};
+
+/// Unacknowledged data segments remembered per direction; beyond this the oldest are
+/// forgotten (their ACK-delay samples are lost, nothing else).
+const MAX_TRACKED_IN_FLIGHT: usize = 4096;
+
+/// TCP timestamps take 12 option bytes (RFC 7323: 10 bytes, padded to 12) in every segment.
+const TIMESTAMP_OPTION_BYTES: u32 = 12;
+
+/// MSS assumed when no SYN was captured: Ethernet's 1460 less timestamps when in use.
+const DEFAULT_ETHERNET_MSS: u32 = 1460;
+
+/// Position of a direction's first sequence number in its 64-bit space.
+const SEQ_ORIGIN: u64 = 1 << 32;
+
+/// One data segment still waiting for its ACK.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    end: u64,
+    time: Nanos,
+    packet: u64,
+    small: bool,
+    began_message: bool,
+    retransmitted: bool,
+}
+
+/// The state of the data one side sends.
+#[derive(Clone, Debug, Default)]
+pub struct Direction {
+    started: bool,
+    /// The first sequence number seen; positions are relative to it.
+    base: u32,
+    /// Highest sequence number sent plus one, unwrapped to 64 bits.
+    snd_max: u64,
+    /// Highest cumulative ACK received from the other side.
+    snd_una: u64,
+    in_flight: VecDeque<InFlight>,
+    /// This side's SYN options.
+    pub syn_seen: bool,
+    pub mss_option: Option<u16>,
+    pub window_scale_option: Option<u8>,
+    pub timestamps_option: bool,
+    /// Timestamps seen on any segment of this side.
+    pub timestamps_seen: bool,
+    /// The window this side advertises, scaled when the scale is known.
+    window: Option<u64>,
+    zero_window_in_gap: bool,
+    last_tsval: Option<u32>,
+    /// Data segments since the other side last sent data.
+    message_full_segments: u32,
+    message_segments: u32,
+    peer_spoke_since_data: bool,
+    pub max_payload: u32,
+    pub data_bytes: u64,
+    pub data_segments: u64,
+    pub retransmitted_segments: u64,
+    pub packets: u64,
+    pub fin_seen: bool,
+    /// Round trip from the capture point to this side and back.
+    pub path_rtt: Option<Nanos>,
+    /// The last segment this side sent, as seen by a gap in the other side's data.
+    last: Option<PeerSegment>,
+    last_raw: Option<(u32, u32, u8, u32, u16)>,
+    last_raw_time: Nanos,
+}
+
+impl Direction {
+    /// Places a 32-bit sequence number near `reference` in the 64-bit space (RFC 9293
+    /// sequence arithmetic: numbers within 2^31 of each other compare correctly).
+    fn unwrap(reference: u64, relative: u32) -> u64 {
+        let delta = relative.wrapping_sub(reference as u32) as i32;
+        (reference as i64 + i64::from(delta)).max(0) as u64
+    }
+
+    /// The 64-bit position of a sequence (or acknowledgement) number of this direction.
+    fn position(&self, seq: u32) -> u64 {
+        Direction::unwrap(self.snd_max, seq.wrapping_sub(self.base))
+    }
+
+    fn record_rtt_sample(&mut self, sample: Nanos) {
+        if sample >= 0 {
+            self.path_rtt = Some(self.path_rtt.map_or(sample, |r| r.min(sample)));
+        }
+    }
+}
+
+/// A TCP connection and what was found in it.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// The two endpoints; side 0 and side 1.
+    pub endpoints: [SocketAddr; 2],
+    /// The side that sent the SYN, if the handshake was captured.
+    pub syn_sender: Option<usize>,
+    pub first_time: Nanos,
+    pub last_time: Nanos,
+    pub first_packet: u64,
+    pub packets: u64,
+    pub dirs: [Direction; 2],
+    pub events: Vec<StallEvent>,
+    pub reset: bool,
+    syn_time: Option<Nanos>,
+    synack_time: Option<Nanos>,
+    /// The last data-bearing segment: time, side, packet number.
+    last_data: Option<(Nanos, usize, u64)>,
+    /// The event whose released data may continue in the next segments.
+    open_release: Option<(usize, usize, Nanos)>,
+    pub duplicates: u64,
+}
+
+impl Connection {
+    fn new(segment: &Segment, packet: u64) -> Connection {
+        let (a, b) = ordered(segment.src, segment.dst);
+        Connection {
+            endpoints: [a, b],
+            syn_sender: None,
+            first_time: segment.time,
+            last_time: segment.time,
+            first_packet: packet,
+            packets: 0,
+            dirs: [Direction::default(), Direction::default()],
+            events: Vec::new(),
+            reset: false,
+            syn_time: None,
+            synack_time: None,
+            last_data: None,
+            open_release: None,
+            duplicates: 0,
+        }
+    }
+
+    pub fn side_of(&self, addr: &SocketAddr) -> usize {
+        usize::from(self.endpoints[0] != *addr)
+    }
+
+    /// The side that opened the connection, or the best guess: the side with the
+    /// ephemeral-looking (higher) port when the handshake was not captured.
+    pub fn client_side(&self) -> usize {
+        if let Some(side) = self.syn_sender {
+            return side;
+        }
+        let ports = [self.endpoints[0].port(), self.endpoints[1].port()];
+        usize::from(ports[1] > ports[0])
+    }
+
+    pub fn handshake_seen(&self) -> bool {
+        self.syn_sender.is_some()
+    }
+
+    /// The largest segment `side` may send: the MSS the other side announced, less the
+    /// timestamp option when both sides use it; inferred when the SYNs were not captured.
+    pub fn send_mss(&self, side: usize) -> (u32, MssSource) {
+        let peer = &self.dirs[1 - side];
+        let own = &self.dirs[side];
+        let timestamps = own.timestamps_seen && peer.timestamps_seen;
+        let overhead = if timestamps {
+            TIMESTAMP_OPTION_BYTES
+        } else {
+            0
+        };
+        if let Some(mss) = peer.mss_option {
+            return (
+                (u32::from(mss)).saturating_sub(overhead).max(1),
+                MssSource::Syn,
+            );
+        }
+        let assumed = DEFAULT_ETHERNET_MSS - overhead;
+        if own.max_payload > assumed {
+            (own.max_payload, MssSource::Inferred)
+        } else {
+            (assumed, MssSource::Assumed)
+        }
+    }
+
+    pub fn path_rtt(&self, side: usize) -> Nanos {
+        self.dirs[side].path_rtt.unwrap_or(0)
+    }
+
+    fn window_scale(&self, side: usize) -> Option<u8> {
+        let (own, peer) = (&self.dirs[side], &self.dirs[1 - side]);
+        if own.syn_seen && peer.syn_seen {
+            // RFC 7323 2.2: scaling is on only when both SYNs carry the option.
+            match (own.window_scale_option, peer.window_scale_option) {
+                (Some(shift), Some(_)) => Some(shift.min(14)),
+                _ => Some(0),
+            }
+        } else {
+            None
+        }
+    }
+
+    fn observe(&mut self, segment: &Segment, packet: u64, config: &DetectConfig) {
+        let x = self.side_of(&segment.src);
+        let y = 1 - x;
+        let t = segment.time;
+
+        let raw = (
+            segment.seq,
+            segment.ack,
+            segment.flags.0,
+            segment.payload_len,
+            segment.window,
+        );
+        if self.dirs[x].last_raw == Some(raw)
+            && t - self.dirs[x].last_raw_time < 100_000
+            && segment.payload_len > 0
+        {
+            // The same packet captured twice (two interfaces, or "any"): count, skip.
+            self.duplicates += 1;
+            return;
+        }
+        self.dirs[x].last_raw = Some(raw);
+        self.dirs[x].last_raw_time = t;
+        self.packets += 1;
+        self.dirs[x].packets += 1;
+        self.last_time = self.last_time.max(t);
+
+        if segment.flags.rst() {
+            self.reset = true;
+        }
+        if segment.flags.syn() {
+            self.observe_syn(segment, x, y);
+        }
+        if segment.options.timestamps.is_some() {
+            self.dirs[x].timestamps_seen = true;
+        }
+
+        let dir = &mut self.dirs[x];
+        if !dir.started {
+            // Sequence numbers are kept relative to the first one seen, from an origin far
+            // enough above zero that older bytes (retransmitted, or acknowledged before the
+            // capture began) still have a place.
+            dir.started = true;
+            dir.base = segment.seq;
+            dir.snd_max = SEQ_ORIGIN + u64::from(segment.flags.syn());
+            dir.snd_una = SEQ_ORIGIN;
+        }
+        let seq_start = dir.position(segment.seq);
+        let seq_end = seq_start + u64::from(segment.payload_len) + u64::from(segment.flags.fin());
+        let carries_data = segment.payload_len > 0 || segment.flags.fin();
+        let is_retransmission =
+            carries_data && seq_end <= self.dirs[x].snd_max && !segment.flags.syn();
+
+        // The ACK field acknowledges the other side's data.
+        let acked = if segment.flags.ack() && self.dirs[y].started {
+            self.observe_ack(segment, x, y, t)
+        } else {
+            AckOutcome::default()
+        };
+
+        // The window this side advertises limits the other side.
+        let window_before = self.dirs[x].window;
+        if !segment.flags.syn() {
+            let scaled = self
+                .window_scale(x)
+                .map(|shift| u64::from(segment.window) << shift);
+            self.dirs[x].window = match scaled {
+                Some(w) => Some(w),
+                None if segment.window == 0 => Some(0),
+                None => None,
+            };
+            if segment.window == 0 {
+                self.dirs[x].zero_window_in_gap = true;
+            }
+        }
+
+        let tsval = segment.options.timestamps.map(|(val, _)| val);
+        let tsval_is_new = match (tsval, self.dirs[x].last_tsval) {
+            (Some(val), Some(prev)) => (val.wrapping_sub(prev) as i32) > 0,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if tsval_is_new {
+            self.dirs[x].last_tsval = tsval;
+        }
+        self.dirs[x].last = Some(PeerSegment {
+            packet,
+            time: t,
+            pure_ack: segment.is_pure_ack(),
+            ack_advanced: acked.advanced,
+            outstanding_before: acked.outstanding_before,
+            outstanding_small_segment: acked.outstanding_small,
+            acked_data_time: acked.newest_time,
+            acked_data_small: acked.newest_small,
+            acked_data_began_message: acked.newest_began_message,
+            tsval,
+            tsval_is_new,
+            window_before,
+            window_after: self.dirs[x].window,
+        });
+        if let Some((_, sender, _)) = self.open_release
+            && sender == y
+        {
+            self.open_release = None;
+        }
+
+        if carries_data {
+            self.observe_data(
+                segment,
+                packet,
+                x,
+                seq_start,
+                seq_end,
+                is_retransmission,
+                config,
+            );
+        }
+    }
+
+    fn observe_syn(&mut self, segment: &Segment, x: usize, y: usize) {
+        let dir = &mut self.dirs[x];
+        dir.syn_seen = true;
+        dir.mss_option = segment.options.mss;
+        dir.window_scale_option = segment.options.window_scale;
+        dir.timestamps_option = segment.options.timestamps.is_some();
+        if !segment.flags.ack() {
+            self.syn_sender = Some(x);
+            self.syn_time = Some(segment.time);
+        } else if let Some(syn_time) = self.syn_time
+            && self.syn_sender == Some(y)
+            && self.synack_time.is_none()
+        {
+            // SYN seen, then SYN-ACK: the round trip from the capture point to this side.
+            self.synack_time = Some(segment.time);
+            self.dirs[x].record_rtt_sample(segment.time - syn_time);
+        }
+    }
+
+    fn observe_ack(&mut self, segment: &Segment, x: usize, y: usize, t: Nanos) -> AckOutcome {
+        let mut outcome = AckOutcome::default();
+        let peer = &mut self.dirs[y];
+        let ack = peer.position(segment.ack);
+        if let Some(synack) = self.synack_time
+            && self.syn_sender == Some(x)
+            && peer.syn_seen
+            && self.dirs[x].path_rtt.is_none()
+            && segment.flags.ack()
+            && !segment.flags.syn()
+        {
+            // The handshake's third segment: the round trip from the capture point to the client.
+            self.dirs[x].record_rtt_sample(t - synack);
+        }
+        let peer = &mut self.dirs[y];
+        if ack <= peer.snd_una || ack > peer.snd_max {
+            return outcome;
+        }
+        outcome.advanced = true;
+        outcome.outstanding_before = peer.snd_max - peer.snd_una;
+        outcome.outstanding_small = peer.in_flight.iter().any(|f| f.small);
+        let mut rtt_sample = None;
+        while let Some(&done) = peer.in_flight.front() {
+            if done.end > ack {
+                break;
+            }
+            peer.in_flight.pop_front();
+            outcome.newest_time = Some(done.time);
+            outcome.newest_small = done.small;
+            outcome.newest_began_message = done.began_message;
+            outcome.newest_packet = Some(done.packet);
+            // Karn's rule: no round-trip sample from retransmitted data.
+            rtt_sample = if done.retransmitted {
+                None
+            } else {
+                Some(t - done.time)
+            };
+        }
+        peer.snd_una = ack;
+        if let Some(sample) = rtt_sample {
+            self.dirs[x].record_rtt_sample(sample);
+        }
+        outcome
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn observe_data(
+        &mut self,
+        segment: &Segment,
+        packet: u64,
+        x: usize,
+        seq_start: u64,
+        seq_end: u64,
+        is_retransmission: bool,
+        config: &DetectConfig,
+    ) {
+        let y = 1 - x;
+        let t = segment.time;
+        let (mss, _) = self.send_mss(x);
+
+        if let Some((gap_start, before_side, before_packet)) = self.last_data
+            && t - gap_start >= config.min_gap
+        {
+            let last_from_peer = self.dirs[y].last.clone().filter(|p| p.time > gap_start);
+            let ctx = GapContext {
+                gap_start,
+                gap_end: t,
+                data_before_packet: before_packet,
+                data_after_packet: packet,
+                sender: x,
+                sender_mss: mss,
+                segment_bytes: segment.payload_len,
+                segment_is_retransmission: is_retransmission,
+                segment_tsecr: segment.options.timestamps.map(|(_, ecr)| ecr),
+                data_before_from_sender: before_side == x,
+                path_rtt: [self.path_rtt(0), self.path_rtt(1)],
+                last_from_peer,
+                peer_zero_window: self.dirs[y].zero_window_in_gap,
+                block_full_segments: self.dirs[x].message_full_segments,
+            };
+            if let Some(event) = classify_gap(&ctx, config) {
+                self.events.push(event);
+                self.open_release = Some((self.events.len() - 1, x, t));
+            }
+        } else if let Some((index, sender, released_at)) = self.open_release
+            && sender == x
+            && !is_retransmission
+            && t - released_at <= config.reaction_slack
+        {
+            // Data that left in the same burst as the released segment was held too.
+            self.events[index].held_bytes += u64::from(segment.payload_len);
+        }
+        self.last_data = Some((t, x, packet));
+        self.dirs[y].zero_window_in_gap = false;
+        self.dirs[x].zero_window_in_gap = false;
+        self.dirs[y].peer_spoke_since_data = true;
+
+        let dir = &mut self.dirs[x];
+        if is_retransmission {
+            dir.retransmitted_segments += 1;
+            for f in dir
+                .in_flight
+                .iter_mut()
+                .filter(|f| f.end > seq_start && f.end <= seq_end)
+            {
+                f.retransmitted = true;
+            }
+            return;
+        }
+        if segment.payload_len == 0 {
+            // A FIN alone: it occupies sequence space but is no message data.
+            dir.snd_max = dir.snd_max.max(seq_end);
+            dir.fin_seen = true;
+            return;
+        }
+        if segment.flags.fin() {
+            dir.fin_seen = true;
+        }
+        if dir.peer_spoke_since_data || dir.data_segments == 0 {
+            dir.message_full_segments = 0;
+            dir.message_segments = 0;
+            dir.peer_spoke_since_data = false;
+        }
+        dir.message_segments += 1;
+        let small = segment.payload_len < mss;
+        if !small {
+            dir.message_full_segments += 1;
+        }
+        if dir.in_flight.len() == MAX_TRACKED_IN_FLIGHT {
+            dir.in_flight.pop_front();
+        }
+        dir.in_flight.push_back(InFlight {
+            end: seq_end,
+            time: t,
+            packet,
+            small,
+            began_message: dir.message_segments == 1,
+            retransmitted: false,
+        });
+        dir.data_bytes += seq_end.saturating_sub(dir.snd_max.max(seq_start));
+        dir.snd_max = dir.snd_max.max(seq_end);
+        dir.data_segments += 1;
+        dir.max_payload = dir.max_payload.max(segment.payload_len);
+    }
+
+    fn is_finished(&self) -> bool {
+        self.reset || (self.dirs[0].fin_seen && self.dirs[1].fin_seen)
+    }
+}
+
+/// Where the MSS of a direction comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MssSource {
+    /// The MSS option of the captured SYN.
+    Syn,
+    /// The largest segment seen, larger than the Ethernet default.
+    Inferred,
+    /// No SYN: Ethernet's 1460 (1448 with timestamps) is assumed.
+    Assumed,
+}
+
+impl MssSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            MssSource::Syn => "syn",
+            MssSource::Inferred => "inferred",
+            MssSource::Assumed => "assumed",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct AckOutcome {
+    advanced: bool,
+    outstanding_before: u64,
+    outstanding_small: bool,
+    newest_time: Option<Nanos>,
+    newest_small: bool,
+    newest_began_message: bool,
+    newest_packet: Option<u64>,
+}
+
+fn ordered(a: SocketAddr, b: SocketAddr) -> (SocketAddr, SocketAddr) {
+    if a <= b { (a, b) } else { (b, a) }
+}
+
+/// All connections of a segment stream.
+pub struct FlowTable {
+    config: DetectConfig,
+    index: FxHashMap<(SocketAddr, SocketAddr), usize>,
+    connections: Vec<Connection>,
+}
+
+impl FlowTable {
+    pub fn new(config: DetectConfig) -> FlowTable {
+        FlowTable {
+            config,
+            index: FxHashMap::default(),
+            connections: Vec::new(),
+        }
+    }
+
+    /// Feeds one segment; `packet` is its number in the capture (for evidence).
+    pub fn observe(&mut self, segment: &Segment, packet: u64) {
+        let key = ordered(segment.src, segment.dst);
+        let opening = segment.flags.syn() && !segment.flags.ack();
+        let slot = match self.index.get(&key) {
+            Some(&i) if opening && self.connections[i].reuse_by(segment) => None,
+            Some(&i) => Some(i),
+            None => None,
+        };
+        let i = match slot {
+            Some(i) => i,
+            None => {
+                self.connections.push(Connection::new(segment, packet));
+                let i = self.connections.len() - 1;
+                self.index.insert(key, i);
+                i
+            }
+        };
+        self.connections[i].observe(segment, packet, &self.config);
+    }
+
+    pub fn len(&self) -> usize {
+        self.connections.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.connections.is_empty()
+    }
+
+    pub fn into_connections(self) -> Vec<Connection> {
+        self.connections
+    }
+}
+
+impl Connection {
+    /// A new SYN on this 4-tuple starts a new connection when this one has ended, or when
+    /// it is a different SYN from the one already seen.
+    fn reuse_by(&self, segment: &Segment) -> bool {
+        if self.is_finished() {
+            return true;
+        }
+        let side = self.side_of(&segment.src);
+        let dir = &self.dirs[side];
+        dir.syn_seen && dir.data_segments > 0
+    }
+}

@@ -1,0 +1,14 @@
+//! tcpstall's core: segments, capture input, connection tracking, stall detection and
+//! diagnosis, and the renderers over a diagnosis.
+//!
+//! Data flows in that order: [`capture`] turns packets into [`segment::Segment`]s,
+//! [`flow`] tracks connections and hands each gap to [`detect`], [`diagnosis`]
+//! concludes per connection, [`analyze`] wires the pipeline, and [`report`] renders.
+
+pub mod analyze;
+pub mod capture;
+pub mod detect;
+pub mod diagnosis;
+pub mod flow;
+pub mod report;
+pub mod segment;

@@ -1,0 +1,324 @@
+//! The JSON report, schema version 1 (documented in `docs/json-schema.md`).
+//!
+//! Times are seconds as floating-point numbers: `start` values count from the first
+//! packet of the capture, durations and delays are plain lengths. Endpoints are
+//! "ip:port" strings ("[v6]:port" for IPv6).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::analyze::Analysis;
+use crate::detect::{Evidence, StallEvent};
+use crate::diagnosis::ConnectionDiagnosis;
+use crate::segment::{Nanos, secs};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+pub struct JsonReport {
+    pub schema_version: u32,
+    pub tool: JsonTool,
+    pub input: JsonInput,
+    pub settings: JsonSettings,
+    pub summary: JsonSummary,
+    pub connections: Vec<JsonConnection>,
+}
+
+#[derive(Serialize)]
+pub struct JsonTool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct JsonInput {
+    pub source: String,
+    pub format: Option<&'static str>,
+    pub packets: u64,
+    pub tcp_segments: u64,
+    pub filtered_out: u64,
+    pub duplicates: u64,
+    /// Seconds since the Unix epoch of the first packet.
+    pub first_packet_time: Option<f64>,
+    pub duration: f64,
+    pub skipped: BTreeMap<String, u64>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct JsonSettings {
+    pub min_gap: f64,
+}
+
+#[derive(Serialize)]
+pub struct JsonSummary {
+    pub connections: usize,
+    pub connections_with_stalls: usize,
+    pub stalls: usize,
+    pub time_lost: f64,
+    pub gaps_by_class: BTreeMap<&'static str, usize>,
+}
+
+#[derive(Serialize)]
+pub struct JsonConnection {
+    pub client: String,
+    pub server: String,
+    /// False when the handshake was not captured and the roles are a guess.
+    pub handshake_seen: bool,
+    pub start: f64,
+    pub duration: f64,
+    pub first_packet: u64,
+    pub packets: u64,
+    pub bytes_client_to_server: u64,
+    pub bytes_server_to_client: u64,
+    pub retransmitted_segments: u64,
+    pub mss: JsonMss,
+    pub path_rtt: JsonPathRtt,
+    /// 0.0 = capture taken at the client, 1.0 = at the server.
+    pub capture_position: Option<f64>,
+    pub verdict: &'static str,
+    pub stall_count: usize,
+    pub time_lost: f64,
+    pub time_lost_share: f64,
+    pub holder: Option<String>,
+    pub delayer: Option<String>,
+    pub delayed_ack: Option<JsonDelayedAck>,
+    pub pattern: Option<JsonPattern>,
+    pub fixes: Vec<JsonFix>,
+    pub gaps_by_class: BTreeMap<&'static str, JsonClassTotal>,
+    pub stalls: Vec<JsonStall>,
+}
+
+#[derive(Serialize)]
+pub struct JsonMss {
+    pub client: u32,
+    pub client_source: &'static str,
+    pub server: u32,
+    pub server_source: &'static str,
+}
+
+#[derive(Serialize)]
+pub struct JsonPathRtt {
+    pub client: Option<f64>,
+    pub server: Option<f64>,
+}
+
+#[derive(Serialize)]
+pub struct JsonDelayedAck {
+    pub endpoint: String,
+    pub role: &'static str,
+    pub samples: usize,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub timer: &'static str,
+    pub stacks: &'static [&'static str],
+}
+
+#[derive(Serialize)]
+pub struct JsonPattern {
+    pub name: &'static str,
+    pub full_segments: Option<u32>,
+}
+
+#[derive(Serialize)]
+pub struct JsonFix {
+    pub rank: usize,
+    pub role: &'static str,
+    pub endpoint: String,
+    pub action: String,
+    pub note: String,
+    pub saves: f64,
+    pub speedup: f64,
+}
+
+#[derive(Serialize)]
+pub struct JsonClassTotal {
+    pub count: usize,
+    pub duration: f64,
+}
+
+#[derive(Serialize)]
+pub struct JsonStall {
+    pub class: &'static str,
+    pub start: f64,
+    pub duration: f64,
+    pub sender: String,
+    pub holder: Option<String>,
+    pub delayer: Option<String>,
+    pub held_bytes: u64,
+    pub ack_start: Option<f64>,
+    pub ack_delay: Option<f64>,
+    pub idle: Option<f64>,
+    pub pattern: Option<&'static str>,
+    pub evidence: Evidence,
+}
+
+/// Builds the report value (serialize it with `serde_json`).
+pub fn build(analysis: &Analysis) -> JsonReport {
+    let origin = analysis.input.first_time.unwrap_or(0);
+    let connections: Vec<JsonConnection> = analysis
+        .connections
+        .iter()
+        .map(|c| connection(c, origin))
+        .collect();
+    let mut gaps_by_class = BTreeMap::new();
+    for c in &analysis.connections {
+        for e in &c.events {
+            *gaps_by_class.entry(e.class.name()).or_insert(0) += 1;
+        }
+    }
+    JsonReport {
+        schema_version: SCHEMA_VERSION,
+        tool: JsonTool {
+            name: "tcpstall",
+            version: env!("CARGO_PKG_VERSION"),
+        },
+        input: JsonInput {
+            source: analysis.input.source.clone(),
+            format: analysis.input.read.format.map(|f| f.name()),
+            packets: analysis.input.read.packets,
+            tcp_segments: analysis.input.tcp_segments,
+            filtered_out: analysis.input.filtered_out,
+            duplicates: analysis.input.duplicates,
+            first_packet_time: analysis.input.first_time.map(secs),
+            duration: secs(analysis.input.last_time.unwrap_or(origin) - origin),
+            skipped: analysis
+                .input
+                .skipped
+                .by_reason
+                .iter()
+                .map(|(r, n)| (r.key(), *n))
+                .collect(),
+            warnings: analysis.input.warnings.clone(),
+        },
+        settings: JsonSettings {
+            min_gap: secs(analysis.min_gap),
+        },
+        summary: JsonSummary {
+            connections: analysis.connections.len(),
+            connections_with_stalls: analysis
+                .connections
+                .iter()
+                .filter(|c| c.stall_count > 0)
+                .count(),
+            stalls: analysis.connections.iter().map(|c| c.stall_count).sum(),
+            time_lost: secs(analysis.connections.iter().map(|c| c.time_lost).sum()),
+            gaps_by_class,
+        },
+        connections,
+    }
+}
+
+fn connection(c: &ConnectionDiagnosis, origin: Nanos) -> JsonConnection {
+    let duration = c.duration();
+    JsonConnection {
+        client: c.client.to_string(),
+        server: c.server.to_string(),
+        handshake_seen: c.handshake_seen,
+        start: secs(c.first_time - origin),
+        duration: secs(duration),
+        first_packet: c.first_packet,
+        packets: c.packets,
+        bytes_client_to_server: c.bytes_client_to_server,
+        bytes_server_to_client: c.bytes_server_to_client,
+        retransmitted_segments: c.retransmitted_segments,
+        mss: JsonMss {
+            client: c.client_mss.0,
+            client_source: c.client_mss.1.name(),
+            server: c.server_mss.0,
+            server_source: c.server_mss.1.name(),
+        },
+        path_rtt: JsonPathRtt {
+            client: c.client_path_rtt.map(secs),
+            server: c.server_path_rtt.map(secs),
+        },
+        capture_position: c.capture_position(),
+        verdict: c.verdict.name(),
+        stall_count: c.stall_count,
+        time_lost: secs(c.time_lost),
+        time_lost_share: c.time_lost_share(),
+        holder: c.holder.map(|r| role_endpoint(c, r)),
+        delayer: c.delayer.map(|r| role_endpoint(c, r)),
+        delayed_ack: c.delayed_ack.as_ref().map(|p| JsonDelayedAck {
+            endpoint: p.endpoint.to_string(),
+            role: p.role.name(),
+            samples: p.samples,
+            median: secs(p.median),
+            min: secs(p.min),
+            max: secs(p.max),
+            timer: p.timer.name(),
+            stacks: p.timer.stacks(),
+        }),
+        pattern: c.pattern.map(|p| JsonPattern {
+            name: p.name(),
+            full_segments: match p {
+                crate::detect::Pattern::BulkOddTail { full_segments } => Some(full_segments),
+                _ => None,
+            },
+        }),
+        fixes: c
+            .fixes
+            .iter()
+            .enumerate()
+            .map(|(i, f)| JsonFix {
+                rank: i + 1,
+                role: f.role.name(),
+                endpoint: f.endpoint.to_string(),
+                action: f.action.clone(),
+                note: f.note.clone(),
+                saves: secs(f.saves),
+                speedup: speedup(duration, f.saves),
+            })
+            .collect(),
+        gaps_by_class: c
+            .class_counts()
+            .into_iter()
+            .map(|(class, (count, total))| {
+                (
+                    class.name(),
+                    JsonClassTotal {
+                        count,
+                        duration: secs(total),
+                    },
+                )
+            })
+            .collect(),
+        stalls: c.events.iter().map(|e| stall(c, e, origin)).collect(),
+    }
+}
+
+fn role_endpoint(c: &ConnectionDiagnosis, role: crate::diagnosis::Role) -> String {
+    match role {
+        crate::diagnosis::Role::Client => c.client.to_string(),
+        crate::diagnosis::Role::Server => c.server.to_string(),
+    }
+}
+
+fn stall(c: &ConnectionDiagnosis, e: &StallEvent, origin: Nanos) -> JsonStall {
+    JsonStall {
+        class: e.class.name(),
+        start: secs(e.start - origin),
+        duration: secs(e.duration()),
+        sender: c.endpoint_of_side(e.sender).to_string(),
+        holder: e.holder.map(|s| c.endpoint_of_side(s).to_string()),
+        delayer: e.delayer.map(|s| c.endpoint_of_side(s).to_string()),
+        held_bytes: e.held_bytes,
+        ack_start: e.ack_time.map(|t| secs(t - origin)),
+        ack_delay: e.ack_delay.map(secs),
+        idle: e.idle.map(secs),
+        pattern: e.pattern.map(|p| p.name()),
+        evidence: e.evidence.clone(),
+    }
+}
+
+/// How many times faster the connection would run without `saved` of its `duration`.
+pub fn speedup(duration: Nanos, saved: Nanos) -> f64 {
+    let remaining = duration - saved;
+    if remaining <= 0 || duration <= 0 {
+        return 1.0;
+    }
+    let ratio = duration as f64 / remaining as f64;
+    (ratio * 10.0).round() / 10.0
+}

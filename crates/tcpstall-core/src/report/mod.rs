@@ -1,0 +1,4 @@
+//! Renderers over an [`Analysis`](crate::analyze::Analysis): they never detect anything.
+
+pub mod json;
+pub mod text;

@@ -1,0 +1,300 @@
+//! The readable summary: worst connections first, each with its verdict, the evidence
+//! in one line per actor, and the fixes ranked with what they would save.
+
+use std::fmt::Write;
+
+use crate::analyze::Analysis;
+use crate::detect::{Pattern, StallClass, StallEvent};
+use crate::diagnosis::{ConnectionDiagnosis, Role};
+use crate::report::json::speedup;
+use crate::segment::{Nanos, millis, secs};
+
+/// What the text report shows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TextOptions {
+    /// List every gap of every connection shown.
+    pub stalls: bool,
+    /// Also show connections with no gap at all.
+    pub all: bool,
+}
+
+pub fn render(analysis: &Analysis, options: TextOptions) -> String {
+    let mut out = String::new();
+    let input = &analysis.input;
+    let origin = input.first_time.unwrap_or(0);
+    let span = input.last_time.unwrap_or(origin) - origin;
+    let _ = writeln!(
+        out,
+        "{}: {}, {} packets, {} TCP segments, {:.3} s",
+        input.source,
+        input.read.format.map_or("capture", |f| f.name()),
+        input.read.packets,
+        input.tcp_segments,
+        secs(span)
+    );
+    let skipped = input.skipped.total();
+    if skipped > 0 {
+        let reasons: Vec<String> = input
+            .skipped
+            .by_reason
+            .iter()
+            .map(|(r, n)| format!("{n} {}", r.describe()))
+            .collect();
+        let _ = writeln!(out, "skipped {skipped} packets: {}", reasons.join(", "));
+    }
+    if input.filtered_out > 0 {
+        let _ = writeln!(out, "filtered out {} TCP segments", input.filtered_out);
+    }
+    if input.duplicates > 0 {
+        let _ = writeln!(
+            out,
+            "ignored {} duplicate packets (captured twice)",
+            input.duplicates
+        );
+    }
+    for warning in &input.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+
+    let with_stalls = analysis
+        .connections
+        .iter()
+        .filter(|c| c.stall_count > 0)
+        .count();
+    let stalls: usize = analysis.connections.iter().map(|c| c.stall_count).sum();
+    let lost: Nanos = analysis.connections.iter().map(|c| c.time_lost).sum();
+    let _ = writeln!(
+        out,
+        "{} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
+        analysis.connections.len(),
+        plural(analysis.connections.len()),
+        with_stalls,
+        stalls,
+        plural(stalls),
+        secs(lost)
+    );
+
+    let mut quiet = 0;
+    for c in &analysis.connections {
+        if c.events.is_empty() && !options.all {
+            quiet += 1;
+            continue;
+        }
+        out.push('\n');
+        render_connection(&mut out, c, origin, options);
+    }
+    if quiet > 0 {
+        let _ = writeln!(
+            out,
+            "\n{quiet} connection{} without any gap over {:.0} ms (--all lists them)",
+            plural(quiet),
+            millis(analysis.min_gap)
+        );
+    }
+    out
+}
+
+fn render_connection(
+    out: &mut String,
+    c: &ConnectionDiagnosis,
+    origin: Nanos,
+    options: TextOptions,
+) {
+    let guess = if c.handshake_seen {
+        ""
+    } else {
+        " (no handshake captured: roles guessed)"
+    };
+    let _ = writeln!(out, "{} -> {}{guess}", c.client, c.server);
+    let _ = writeln!(out, "  verdict:    {}", c.verdict.describe());
+    let duration = c.duration();
+    if c.stall_count > 0 {
+        let _ = writeln!(
+            out,
+            "  lost:       {:.3} s of {:.3} s ({:.1}%) in {} stall{}",
+            secs(c.time_lost),
+            secs(duration),
+            100.0 * c.time_lost_share(),
+            c.stall_count,
+            plural(c.stall_count)
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  duration:   {:.3} s, {} packets",
+            secs(duration),
+            c.packets
+        );
+    }
+    if let Some(holder) = c.holder {
+        let held = held_description(c);
+        let _ = writeln!(
+            out,
+            "  held by:    {} {}{held}",
+            holder.name(),
+            endpoint(c, holder)
+        );
+    }
+    if let Some(profile) = &c.delayed_ack {
+        let _ = writeln!(
+            out,
+            "  delayed by: {} {}: ACKs held {:.1} ms median ({:.1} to {:.1} ms, {} sample{}): {}",
+            profile.role.name(),
+            profile.endpoint,
+            millis(profile.median),
+            millis(profile.min),
+            millis(profile.max),
+            profile.samples,
+            plural(profile.samples),
+            profile.timer.describe()
+        );
+    }
+    if let Some(pattern) = c.pattern {
+        let _ = writeln!(
+            out,
+            "  pattern:    {}",
+            pattern_description(pattern, c.holder)
+        );
+    }
+    let others: Vec<String> = c
+        .class_counts()
+        .into_iter()
+        .filter(|(class, _)| !class.is_tcp_stall())
+        .map(|(class, (n, total))| format!("{n} {} ({:.3} s)", class.name(), secs(total)))
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(out, "  other gaps: {}", others.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "  path:       MSS client {} ({}), server {} ({}); round trip from capture point to client {}, to server {}",
+        c.client_mss.0,
+        c.client_mss.1.name(),
+        c.server_mss.0,
+        c.server_mss.1.name(),
+        rtt(c.client_path_rtt),
+        rtt(c.server_path_rtt)
+    );
+    if !c.fixes.is_empty() {
+        let _ = writeln!(out, "  fixes, best first:");
+        for (i, fix) in c.fixes.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "    {}. {} {}: {}\n       saves {:.3} s ({}x faster); {}",
+                i + 1,
+                fix.role.name(),
+                fix.endpoint,
+                fix.action,
+                secs(fix.saves),
+                speedup(duration, fix.saves),
+                fix.note
+            );
+        }
+    }
+    if options.stalls && !c.events.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:>4} {:>10} {:<22} {:>9} {:>10} {:>8} {:<8} packets",
+            "#", "start s", "class", "gap ms", "ack ms", "bytes", "sender"
+        );
+        for (i, e) in c.events.iter().enumerate() {
+            render_event(out, c, e, i + 1, origin);
+        }
+    }
+}
+
+fn render_event(
+    out: &mut String,
+    c: &ConnectionDiagnosis,
+    e: &StallEvent,
+    n: usize,
+    origin: Nanos,
+) {
+    let ack = e
+        .ack_delay
+        .map(|d| format!("{:.1}", millis(d)))
+        .or_else(|| e.idle.map(|d| format!("idle {:.1}", millis(d))))
+        .unwrap_or_else(|| "-".into());
+    let packets = match e.evidence.ack_packet {
+        Some(ack_packet) => format!(
+            "{} .. ack {} .. {}",
+            e.evidence.data_before_packet, ack_packet, e.evidence.data_after_packet
+        ),
+        None => format!(
+            "{} .. {}",
+            e.evidence.data_before_packet, e.evidence.data_after_packet
+        ),
+    };
+    let _ = writeln!(
+        out,
+        "  {:>4} {:>10.6} {:<22} {:>9.1} {:>10} {:>8} {:<8} {}",
+        n,
+        secs(e.start - origin),
+        e.class.name(),
+        millis(e.duration()),
+        ack,
+        e.held_bytes,
+        c.role_of_side(e.sender).name(),
+        packets
+    );
+}
+
+fn held_description(c: &ConnectionDiagnosis) -> String {
+    let nagle: Vec<&StallEvent> = c
+        .events
+        .iter()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .collect();
+    if nagle.is_empty() {
+        return String::new();
+    }
+    let mut sizes: Vec<u64> = nagle.iter().map(|e| e.held_bytes).collect();
+    sizes.sort_unstable();
+    let (lo, hi) = (sizes[0], sizes[sizes.len() - 1]);
+    let size = if lo == hi {
+        format!("{lo}-byte")
+    } else {
+        format!("{lo} to {hi}-byte")
+    };
+    let behind = if c.classic_nagle_evidence {
+        "full-sized segments (classic Nagle)"
+    } else {
+        "an unacknowledged small segment"
+    };
+    format!(": Nagle held {size} sends behind {behind}")
+}
+
+fn pattern_description(pattern: Pattern, holder: Option<Role>) -> String {
+    let who = holder.map_or("the sender", |r| r.name());
+    match pattern {
+        Pattern::WriteWriteRead => {
+            format!(
+                "write-write-read: the {who} writes each message in pieces, then waits for the reply"
+            )
+        }
+        Pattern::BulkOddTail { full_segments } => format!(
+            "bulk-odd-tail: the {who} sends {full_segments} full segments (odd) and a partial tail, then waits for a reply; the odd segment's ACK is delayed"
+        ),
+        Pattern::SmallWriteBehindUnacked => {
+            format!("small writes by the {who} wait behind unacknowledged data")
+        }
+    }
+}
+
+fn endpoint(c: &ConnectionDiagnosis, role: Role) -> String {
+    match role {
+        Role::Client => c.client.to_string(),
+        Role::Server => c.server.to_string(),
+    }
+}
+
+fn rtt(value: Option<Nanos>) -> String {
+    match value {
+        Some(n) => format!("{:.3} ms", millis(n)),
+        None => "unknown".into(),
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
