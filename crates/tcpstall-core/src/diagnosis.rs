@@ -438,3 +438,39 @@ fn rank_fixes(d: &ConnectionDiagnosis, holder: Option<usize>, delayer: Option<us
     }
     fixes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(values: &[i64]) -> Vec<Nanos> {
+        values.iter().map(|v| v * NANOS_PER_MILLI).collect()
+    }
+
+    #[test]
+    fn linux_jiffy_rounded_40ms_timer() {
+        assert_eq!(
+            infer_timer(&ms(&[40, 44, 44, 43, 44])).3,
+            TimerGuess::Linux40
+        );
+    }
+
+    #[test]
+    fn fixed_200ms_timer() {
+        assert_eq!(infer_timer(&ms(&[200, 201, 199])).3, TimerGuess::Fixed200);
+    }
+
+    #[test]
+    fn delays_spread_over_a_200ms_tick() {
+        assert_eq!(
+            infer_timer(&ms(&[12, 150, 77, 190, 40])).3,
+            TimerGuess::PhasedTick200
+        );
+    }
+
+    #[test]
+    fn freebsd_and_unknown_timers() {
+        assert_eq!(infer_timer(&ms(&[100, 101])).3, TimerGuess::FreeBsd100);
+        assert_eq!(infer_timer(&ms(&[480])).3, TimerGuess::Other);
+    }
+}

@@ -114,7 +114,9 @@ pub struct Connection {
     synack_time: Option<Nanos>,
     /// The last data-bearing segment: time, side, packet number.
     last_data: Option<(Nanos, usize, u64)>,
-    /// The event whose released data may continue in the next segments.
+    /// Gaps waiting to be classified when the connection's round trips are known.
+    gaps: Vec<PendingGap>,
+    /// The gap whose released data may continue in the next segments.
     open_release: Option<(usize, usize, Nanos)>,
     pub duplicates: u64,
 }
@@ -135,6 +137,7 @@ impl Connection {
             syn_time: None,
             synack_time: None,
             last_data: None,
+            gaps: Vec::new(),
             open_release: None,
             duplicates: 0,
         }
@@ -417,17 +420,20 @@ impl Connection {
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
             };
-            if let Some(event) = classify_gap(&ctx, config) {
-                self.events.push(event);
-                self.open_release = Some((self.events.len() - 1, x, t));
-            }
+            // Classified when the connection ends, with the round-trip estimates of the
+            // whole connection: an early estimate may still include a delayed ACK.
+            self.gaps.push(PendingGap {
+                context: ctx,
+                burst_bytes: 0,
+            });
+            self.open_release = Some((self.gaps.len() - 1, x, t));
         } else if let Some((index, sender, released_at)) = self.open_release
             && sender == x
             && !is_retransmission
             && t - released_at <= config.reaction_slack
         {
             // Data that left in the same burst as the released segment was held too.
-            self.events[index].held_bytes += u64::from(segment.payload_len);
+            self.gaps[index].burst_bytes += u64::from(segment.payload_len);
         }
         self.last_data = Some((t, x, packet));
         self.dirs[y].zero_window_in_gap = false;
@@ -482,6 +488,23 @@ impl Connection {
         dir.max_payload = dir.max_payload.max(segment.payload_len);
     }
 
+    /// Classifies the gaps with the connection's final round-trip estimates.
+    fn classify_gaps(&mut self, config: &DetectConfig) {
+        let path_rtt = [self.path_rtt(0), self.path_rtt(1)];
+        for gap in self.gaps.drain(..) {
+            let mut context = gap.context;
+            context.path_rtt = path_rtt;
+            if let Some(mut event) = classify_gap(&context, config) {
+                event.held_bytes += gap.burst_bytes;
+                self.events.push(event);
+            }
+        }
+        self.open_release = None;
+        for dir in &mut self.dirs {
+            dir.in_flight = VecDeque::new();
+        }
+    }
+
     fn is_finished(&self) -> bool {
         self.reset || (self.dirs[0].fin_seen && self.dirs[1].fin_seen)
     }
@@ -506,6 +529,13 @@ impl MssSource {
             MssSource::Assumed => "assumed",
         }
     }
+}
+
+#[derive(Clone, Debug)]
+struct PendingGap {
+    context: GapContext,
+    /// Bytes the sender sent in the same burst right after the gap.
+    burst_bytes: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -568,7 +598,11 @@ impl FlowTable {
         self.connections.is_empty()
     }
 
-    pub fn into_connections(self) -> Vec<Connection> {
+    /// Ends the stream: classifies every connection's gaps and hands the connections over.
+    pub fn into_connections(mut self) -> Vec<Connection> {
+        for connection in &mut self.connections {
+            connection.classify_gaps(&self.config);
+        }
         self.connections
     }
 }
@@ -583,5 +617,34 @@ impl Connection {
         let side = self.side_of(&segment.src);
         let dir = &self.dirs[side];
         dir.syn_seen && dir.data_segments > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwrap_follows_sequence_numbers_across_the_32_bit_wrap() {
+        let reference = SEQ_ORIGIN + u64::from(u32::MAX) - 10;
+        let relative_after_wrap = (reference as u32).wrapping_add(20);
+        assert_eq!(
+            Direction::unwrap(reference, relative_after_wrap),
+            reference + 20
+        );
+        let relative_before = (reference as u32).wrapping_sub(5);
+        assert_eq!(Direction::unwrap(reference, relative_before), reference - 5);
+    }
+
+    #[test]
+    fn positions_are_relative_to_the_first_sequence_number() {
+        let dir = Direction {
+            started: true,
+            base: u32::MAX - 2,
+            snd_max: SEQ_ORIGIN,
+            ..Direction::default()
+        };
+        assert_eq!(dir.position(u32::MAX - 2), SEQ_ORIGIN);
+        assert_eq!(dir.position(5), SEQ_ORIGIN + 8);
     }
 }

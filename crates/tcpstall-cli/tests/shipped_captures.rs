@@ -1,0 +1,192 @@
+//! The verdicts on the captures shipped in `captures/`, recorded from real programs on a
+//! Linux kernel over loopback (`scripts/record-captures.sh`).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn capture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../captures")
+        .join(name)
+}
+
+fn tcpstall(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+        .args(args)
+        .output()
+        .expect("run tcpstall")
+}
+
+fn analyze_json(name: &str) -> Value {
+    let path = capture(name);
+    let out = tcpstall(&["analyze", "--json", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+fn only_connection(report: &Value) -> &Value {
+    assert_eq!(report["schema_version"], 1);
+    let connections = report["connections"].as_array().unwrap();
+    assert_eq!(connections.len(), 1, "{report:#}");
+    &connections[0]
+}
+
+fn stalls_of_class<'a>(connection: &'a Value, class: &str) -> Vec<&'a Value> {
+    connection["stalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["class"] == class)
+        .collect()
+}
+
+#[test]
+fn seed002_two_writes_then_read_stalls_on_every_round_trip_after_the_first() {
+    let report = analyze_json("seed002-two-writes.pcap");
+    let c = only_connection(&report);
+    assert_eq!(c["server"], "127.0.0.1:8000");
+    assert!(c["client"].as_str().unwrap().starts_with("127.0.0.1:"));
+    let stalls = c["stalls"].as_array().unwrap();
+    // Ten round trips: the first is fast (quick-ack mode), the nine after it stall.
+    assert_eq!(stalls.len(), 9, "{c:#}");
+    for s in stalls {
+        assert_eq!(s["class"], "nagle-delayed-ack");
+        assert_eq!(s["holder"], c["client"]);
+        assert_eq!(s["delayer"], c["server"]);
+        let delay = s["ack_delay"].as_f64().unwrap();
+        assert!(
+            (0.035..0.050).contains(&delay),
+            "ACK delay {delay} s is not near 40 ms"
+        );
+        let duration = s["duration"].as_f64().unwrap();
+        assert!((0.035..0.050).contains(&duration), "stall of {duration} s");
+        assert_eq!(s["pattern"], "write-write-read");
+        assert_eq!(s["evidence"]["tsecr_echoes_ack"], true);
+    }
+    assert_eq!(c["verdict"], "nagle-delayed-ack-stalls");
+    assert_eq!(c["delayed_ack"]["timer"], "40ms");
+    assert_eq!(c["delayed_ack"]["stacks"][0], "Linux");
+    assert_eq!(c["pattern"]["name"], "write-write-read");
+    assert_eq!(c["fixes"][0]["role"], "client");
+    assert!(c["time_lost_share"].as_f64().unwrap() > 0.9);
+    assert_eq!(report["summary"]["stalls"], 9);
+}
+
+#[test]
+fn seed002_fixed_variants_do_not_stall() {
+    for name in ["seed002-one-write.pcap", "seed002-nodelay.pcap"] {
+        let report = analyze_json(name);
+        let c = only_connection(&report);
+        assert_eq!(c["stalls"].as_array().unwrap().len(), 0, "{name}: {c:#}");
+        assert_eq!(c["verdict"], "no-stall", "{name}");
+    }
+}
+
+#[test]
+fn server_sleeping_before_a_one_write_reply_is_app_think_time_not_nagle() {
+    let report = analyze_json("server-sleep-40ms.pcap");
+    let c = only_connection(&report);
+    assert!(stalls_of_class(c, "nagle-delayed-ack").is_empty(), "{c:#}");
+    assert_eq!(c["stall_count"], 0);
+    let think = stalls_of_class(c, "app-think-time");
+    assert_eq!(think.len(), 10, "{c:#}");
+    for s in think {
+        assert_eq!(s["sender"], c["server"]);
+        let duration = s["duration"].as_f64().unwrap();
+        assert!((0.038..0.050).contains(&duration), "{duration}");
+    }
+}
+
+#[test]
+fn bulk_transfer_of_100_megabytes_does_not_stall() {
+    let report = analyze_json("bulk-100MB.pcap");
+    let c = only_connection(&report);
+    assert_eq!(c["bytes_client_to_server"], 100_000_000u64);
+    assert_eq!(c["stall_count"], 0);
+    assert_eq!(c["stalls"].as_array().unwrap().len(), 0, "{c:#}");
+}
+
+#[test]
+fn fail_on_stall_sets_the_exit_status() {
+    let stalled = capture("seed002-two-writes.pcap");
+    let clean = capture("seed002-one-write.pcap");
+    let out = tcpstall(&["analyze", "--fail-on-stall", stalled.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = tcpstall(&["analyze", "--fail-on-stall", clean.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = tcpstall(&["analyze", stalled.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+#[test]
+fn text_report_names_the_stall_its_actors_and_the_fix() {
+    let path = capture("seed002-two-writes.pcap");
+    let out = tcpstall(&["analyze", "--stalls", path.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("stalls: Nagle's algorithm waited for delayed ACKs"),
+        "{text}"
+    );
+    assert!(text.contains("held by:    client"), "{text}");
+    assert!(text.contains("delayed by: server 127.0.0.1:8000"), "{text}");
+    assert!(text.contains("Linux (TCP_DELACK_MIN 40 ms)"), "{text}");
+    assert!(text.contains("1. client"), "{text}");
+    assert!(text.contains("write each request in one call"), "{text}");
+    assert_eq!(text.matches(" nagle-delayed-ack ").count(), 9, "{text}");
+}
+
+#[test]
+fn host_and_port_filters_select_connections() {
+    let path = capture("seed002-two-writes.pcap");
+    let path = path.to_str().unwrap();
+    let count = |args: &[&str]| -> usize {
+        let mut all = vec!["analyze", "--json"];
+        all.extend_from_slice(args);
+        all.push(path);
+        let out = tcpstall(&all);
+        assert!(out.status.success());
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["connections"].as_array().unwrap().len()
+    };
+    assert_eq!(count(&["--port", "8000"]), 1);
+    assert_eq!(count(&["--port", "9999"]), 0);
+    assert_eq!(count(&["--host", "127.0.0.1"]), 1);
+    assert_eq!(count(&["--host", "10.1.2.3"]), 0);
+    assert_eq!(count(&["--host", "127.0.0.1", "--port", "9999"]), 0);
+}
+
+#[test]
+fn min_gap_above_the_stalls_hides_them_and_bad_values_are_refused() {
+    let path = capture("seed002-two-writes.pcap");
+    let out = tcpstall(&[
+        "analyze",
+        "--json",
+        "--min-gap",
+        "100",
+        path.to_str().unwrap(),
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["summary"]["stalls"], 0);
+    let out = tcpstall(&["analyze", "--min-gap=0", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--min-gap"), "{err}");
+}
+
+#[test]
+fn missing_file_is_a_one_line_error() {
+    let out = tcpstall(&["analyze", "/nonexistent/capture.pcap"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("tcpstall: error: /nonexistent/capture.pcap:"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+}
