@@ -6,7 +6,7 @@
 
 use std::io::{self, Read};
 
-use pcap_parser::pcapng::Block;
+use pcap_parser::pcapng::{Block, OptionCode, PcapNGOption};
 use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
@@ -98,6 +98,7 @@ pub struct CaptureReader {
     interfaces: Vec<Interface>,
     notes: ReadNotes,
     last_time: Nanos,
+    section_big_endian: bool,
 }
 
 impl CaptureReader {
@@ -130,6 +131,7 @@ impl CaptureReader {
                 ..ReadNotes::default()
             },
             last_time: 0,
+            section_big_endian: false,
         })
     }
 
@@ -176,15 +178,19 @@ impl CaptureReader {
                                 data: record.data,
                             });
                         }
-                        PcapBlockOwned::NG(Block::SectionHeader(_)) => {
+                        PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
                             // Interface numbers restart in each section.
                             self.interfaces.clear();
+                            self.section_big_endian = shb.big_endian();
                         }
                         PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
                             self.interfaces.push(Interface {
                                 link_type: idb.linktype.0,
                                 units_per_sec: idb.ts_resolution().unwrap_or(1_000_000).max(1),
-                                offset_secs: idb.ts_offset(),
+                                offset_secs: ts_offset_option(
+                                    &idb.options,
+                                    self.section_big_endian,
+                                ),
                             });
                         }
                         PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
@@ -304,6 +310,22 @@ impl CaptureReader {
             }
         }
     }
+}
+
+/// The if_tsoffset option (pcapng, code 14), read in the section's byte order.
+fn ts_offset_option(options: &[PcapNGOption<'_>], big_endian: bool) -> i64 {
+    options
+        .iter()
+        .filter(|o| o.code == OptionCode::IfTsoffset)
+        .find_map(|o| o.value().get(..8)?.try_into().ok())
+        .map(|bytes: [u8; 8]| {
+            if big_endian {
+                i64::from_be_bytes(bytes)
+            } else {
+                i64::from_le_bytes(bytes)
+            }
+        })
+        .unwrap_or(0)
 }
 
 fn units_to_nanos(units: u64, units_per_sec: u64) -> Nanos {

@@ -1,0 +1,1032 @@
+//! The capture input accepts every container format and link type it claims.
+//!
+//! Each test re-encodes the shipped capture `captures/seed002-two-writes.pcap` (classic pcap,
+//! little-endian, microseconds, Ethernet, IPv4 loopback) into another variant, runs the real
+//! `tcpstall analyze --json` on it, and checks that the verdicts are those of the original:
+//! one connection, 9 `nagle-delayed-ack` stalls held by the client and delayed by the server,
+//! at the same times. The encoders are written here by hand so that they owe nothing to the
+//! reader they test. Unusable inputs must end with exit status 2 and one readable error line.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
+const ORIGINAL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../captures/seed002-two-writes.pcap"
+);
+const STALLS: usize = 9;
+const CLASS: &str = "nagle-delayed-ack";
+const SERVER_PORT: u16 = 8000;
+/// Stall times are printed in seconds with microsecond precision.
+const TOLERANCE: f64 = 1e-6 + 1e-9;
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+
+// ---------------------------------------------------------------------------------------------
+// The original capture, read by hand.
+// ---------------------------------------------------------------------------------------------
+
+/// One record of the shipped capture: a whole Ethernet frame.
+#[derive(Clone, Debug)]
+struct Record {
+    sec: u32,
+    usec: u32,
+    frame: Vec<u8>,
+}
+
+impl Record {
+    fn nanos(&self) -> u64 {
+        u64::from(self.sec) * 1_000_000_000 + u64::from(self.usec) * 1_000
+    }
+
+    fn micros(&self) -> u64 {
+        u64::from(self.sec) * 1_000_000 + u64::from(self.usec)
+    }
+}
+
+/// Reads the classic pcap records of the shipped file: 24-byte file header, then 16-byte
+/// record headers (seconds, microseconds, captured length, original length), little-endian.
+fn original_records() -> &'static [Record] {
+    static RECORDS: OnceLock<Vec<Record>> = OnceLock::new();
+    RECORDS.get_or_init(|| {
+        let bytes = fs::read(ORIGINAL).expect("read the shipped capture");
+        assert!(bytes.len() >= 24, "shipped capture too short");
+        assert_eq!(
+            bytes[..4],
+            [0xd4, 0xc3, 0xb2, 0xa1],
+            "little-endian microsecond pcap"
+        );
+        let le32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        assert_eq!(le32(20), 1, "shipped capture is Ethernet");
+        let mut records = Vec::new();
+        let mut at = 24;
+        while at < bytes.len() {
+            assert!(at + 16 <= bytes.len(), "record header cut at {at}");
+            let (sec, usec, caplen, origlen) =
+                (le32(at), le32(at + 4), le32(at + 8), le32(at + 12));
+            assert_eq!(caplen, origlen, "shipped capture holds whole frames");
+            let start = at + 16;
+            let end = start + caplen as usize;
+            assert!(end <= bytes.len(), "record data cut at {start}");
+            let frame = bytes[start..end].to_vec();
+            assert_eq!(
+                ether_type(&frame),
+                ETHERTYPE_IPV4,
+                "shipped frames are IPv4"
+            );
+            records.push(Record { sec, usec, frame });
+            at = end;
+        }
+        assert!(!records.is_empty());
+        records
+    })
+}
+
+fn ether_type(frame: &[u8]) -> u16 {
+    u16::from_be_bytes([frame[12], frame[13]])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte writers.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Endian {
+    Little,
+    Big,
+}
+
+/// A byte buffer whose integers are written in one byte order.
+struct Buf {
+    endian: Endian,
+    bytes: Vec<u8>,
+}
+
+impl Buf {
+    fn new(endian: Endian) -> Self {
+        Buf {
+            endian,
+            bytes: Vec::new(),
+        }
+    }
+
+    fn u16(&mut self, v: u16) -> &mut Self {
+        let b = match self.endian {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        };
+        self.bytes.extend_from_slice(&b);
+        self
+    }
+
+    fn u32(&mut self, v: u32) -> &mut Self {
+        let b = match self.endian {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        };
+        self.bytes.extend_from_slice(&b);
+        self
+    }
+
+    fn u64(&mut self, v: u64) -> &mut Self {
+        let b = match self.endian {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        };
+        self.bytes.extend_from_slice(&b);
+        self
+    }
+
+    fn raw(&mut self, b: &[u8]) -> &mut Self {
+        self.bytes.extend_from_slice(b);
+        self
+    }
+
+    /// Zero bytes up to the next multiple of 4.
+    fn pad4(&mut self) -> &mut Self {
+        while self.bytes.len() % 4 != 0 {
+            self.bytes.push(0);
+        }
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Classic pcap.
+// ---------------------------------------------------------------------------------------------
+
+/// One record to write: `frac` is microseconds or nanoseconds, as the file says.
+struct PcapRecord {
+    sec: u32,
+    frac: u32,
+    orig_len: u32,
+    data: Vec<u8>,
+}
+
+impl PcapRecord {
+    fn whole(record: &Record, data: Vec<u8>, nanos: bool) -> Self {
+        PcapRecord {
+            sec: record.sec,
+            frac: if nanos {
+                record.usec * 1_000
+            } else {
+                record.usec
+            },
+            orig_len: data.len() as u32,
+            data,
+        }
+    }
+}
+
+fn write_pcap(
+    endian: Endian,
+    nanos: bool,
+    link_type: u32,
+    snaplen: u32,
+    records: &[PcapRecord],
+) -> Vec<u8> {
+    let mut out = Buf::new(endian);
+    out.u32(if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 })
+        .u16(2)
+        .u16(4)
+        .u32(0) // thiszone
+        .u32(0) // sigfigs
+        .u32(snaplen)
+        .u32(link_type);
+    for r in records {
+        out.u32(r.sec)
+            .u32(r.frac)
+            .u32(r.data.len() as u32)
+            .u32(r.orig_len)
+            .raw(&r.data);
+    }
+    out.bytes
+}
+
+/// The original records, re-framed by `wrap`, as a little-endian microsecond pcap.
+fn pcap_with_frames(link_type: u32, frame: impl Fn(&Record) -> Vec<u8>) -> Vec<u8> {
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .map(|r| PcapRecord::whole(r, frame(r), false))
+        .collect();
+    write_pcap(Endian::Little, false, link_type, 262_144, &records)
+}
+
+// ---------------------------------------------------------------------------------------------
+// pcapng.
+// ---------------------------------------------------------------------------------------------
+
+const SHB: u32 = 0x0a0d_0d0a;
+const IDB: u32 = 1;
+const NRB: u32 = 4;
+const ISB: u32 = 5;
+const EPB: u32 = 6;
+
+/// A block: type, total length, body padded to 4 bytes, total length again.
+fn ng_block(endian: Endian, block_type: u32, body: &[u8]) -> Vec<u8> {
+    let padded = body.len().div_ceil(4) * 4;
+    let total = (12 + padded) as u32;
+    let mut out = Buf::new(endian);
+    out.u32(block_type).u32(total).raw(body).pad4().u32(total);
+    out.bytes
+}
+
+fn ng_section_header(endian: Endian) -> Vec<u8> {
+    let mut body = Buf::new(endian);
+    body.u32(0x1a2b_3c4d) // byte-order magic
+        .u16(1)
+        .u16(0)
+        .u64(u64::MAX); // section length unknown
+    ng_block(endian, SHB, &body.bytes)
+}
+
+/// An Interface Description Block; `tsresol` adds an if_tsresol option, `name` an if_name one.
+fn ng_interface(
+    endian: Endian,
+    link_type: u16,
+    tsresol: Option<u8>,
+    name: Option<&str>,
+) -> Vec<u8> {
+    let mut body = Buf::new(endian);
+    body.u16(link_type).u16(0).u32(262_144);
+    let mut any_option = false;
+    if let Some(name) = name {
+        body.u16(2)
+            .u16(name.len() as u16)
+            .raw(name.as_bytes())
+            .pad4();
+        any_option = true;
+    }
+    if let Some(resol) = tsresol {
+        body.u16(9).u16(1).raw(&[resol]).pad4();
+        any_option = true;
+    }
+    if any_option {
+        body.u16(0).u16(0); // opt_endofopt
+    }
+    ng_block(endian, IDB, &body.bytes)
+}
+
+fn ng_enhanced_packet(
+    endian: Endian,
+    if_id: u32,
+    units: u64,
+    orig_len: u32,
+    data: &[u8],
+) -> Vec<u8> {
+    let mut body = Buf::new(endian);
+    body.u32(if_id)
+        .u32((units >> 32) as u32)
+        .u32(units as u32)
+        .u32(data.len() as u32)
+        .u32(orig_len)
+        .raw(data)
+        .pad4();
+    ng_block(endian, EPB, &body.bytes)
+}
+
+/// A Name Resolution Block mapping 127.0.0.1 to "localhost".
+fn ng_name_resolution(endian: Endian) -> Vec<u8> {
+    let mut value = vec![127, 0, 0, 1];
+    value.extend_from_slice(b"localhost\0");
+    let mut body = Buf::new(endian);
+    body.u16(1) // nrb_record_ipv4
+        .u16(value.len() as u16)
+        .raw(&value)
+        .pad4()
+        .u16(0) // nrb_record_end
+        .u16(0);
+    ng_block(endian, NRB, &body.bytes)
+}
+
+/// An Interface Statistics Block for interface 0 with an isb_ifrecv option.
+fn ng_interface_statistics(endian: Endian, units: u64, received: u64) -> Vec<u8> {
+    let mut body = Buf::new(endian);
+    body.u32(0)
+        .u32((units >> 32) as u32)
+        .u32(units as u32)
+        .u16(4) // isb_ifrecv
+        .u16(8)
+        .u64(received)
+        .u16(0) // opt_endofopt
+        .u16(0);
+    ng_block(endian, ISB, &body.bytes)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Link layers: an Ethernet frame re-wrapped for another link type.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Link {
+    Ethernet,
+    LinuxSll,
+    LinuxSll2,
+    Raw,
+    Ipv4,
+    Null,
+    Loop,
+    Vlan,
+    QinQ,
+}
+
+impl Link {
+    fn link_type(self) -> u32 {
+        match self {
+            Link::Ethernet | Link::Vlan | Link::QinQ => 1,
+            Link::LinuxSll => 113,
+            Link::LinuxSll2 => 276,
+            Link::Raw => 101,
+            Link::Ipv4 => 228,
+            Link::Null => 0,
+            Link::Loop => 108,
+        }
+    }
+
+    fn wrap(self, frame: &[u8]) -> Vec<u8> {
+        let macs = &frame[..12];
+        let proto = ether_type(frame);
+        let payload = &frame[14..];
+        // ARPHRD_LOOPBACK, the hardware type of a Linux loopback interface.
+        const ARPHRD_LOOPBACK: u16 = 772;
+        let mut out = Vec::new();
+        match self {
+            Link::Ethernet => out.extend_from_slice(frame),
+            Link::LinuxSll => {
+                out.extend_from_slice(&0u16.to_be_bytes()); // packet type: to us
+                out.extend_from_slice(&ARPHRD_LOOPBACK.to_be_bytes());
+                out.extend_from_slice(&6u16.to_be_bytes()); // address length
+                out.extend_from_slice(&macs[6..12]);
+                out.extend_from_slice(&[0, 0]); // address padded to 8 bytes
+                out.extend_from_slice(&proto.to_be_bytes());
+                assert_eq!(out.len(), 16);
+                out.extend_from_slice(payload);
+            }
+            Link::LinuxSll2 => {
+                out.extend_from_slice(&proto.to_be_bytes());
+                out.extend_from_slice(&[0, 0]); // reserved
+                out.extend_from_slice(&1u32.to_be_bytes()); // interface index
+                out.extend_from_slice(&ARPHRD_LOOPBACK.to_be_bytes());
+                out.push(0); // packet type: to us
+                out.push(6); // address length
+                out.extend_from_slice(&macs[6..12]);
+                out.extend_from_slice(&[0, 0]);
+                assert_eq!(out.len(), 20);
+                out.extend_from_slice(payload);
+            }
+            Link::Raw | Link::Ipv4 => {
+                assert_eq!(proto, ETHERTYPE_IPV4);
+                out.extend_from_slice(payload);
+            }
+            Link::Null => {
+                assert_eq!(proto, ETHERTYPE_IPV4);
+                out.extend_from_slice(&2u32.to_le_bytes()); // AF_INET, host (little-endian) order
+                out.extend_from_slice(payload);
+            }
+            Link::Loop => {
+                assert_eq!(proto, ETHERTYPE_IPV4);
+                out.extend_from_slice(&2u32.to_be_bytes()); // AF_INET, network order
+                out.extend_from_slice(payload);
+            }
+            Link::Vlan => {
+                out.extend_from_slice(macs);
+                out.extend_from_slice(&0x8100u16.to_be_bytes());
+                out.extend_from_slice(&42u16.to_be_bytes()); // PCP 0, DEI 0, VID 42
+                out.extend_from_slice(&proto.to_be_bytes());
+                out.extend_from_slice(payload);
+            }
+            Link::QinQ => {
+                out.extend_from_slice(macs);
+                out.extend_from_slice(&0x88a8u16.to_be_bytes());
+                out.extend_from_slice(&100u16.to_be_bytes()); // service VID 100
+                out.extend_from_slice(&0x8100u16.to_be_bytes());
+                out.extend_from_slice(&42u16.to_be_bytes()); // customer VID 42
+                out.extend_from_slice(&proto.to_be_bytes());
+                out.extend_from_slice(payload);
+            }
+        }
+        out
+    }
+}
+
+/// IPv4 header length and total length of the IPv4 packet in an Ethernet frame.
+fn ipv4_lengths(frame: &[u8]) -> (usize, usize) {
+    let ip = &frame[14..];
+    assert_eq!(ip[0] >> 4, 4);
+    let ihl = usize::from(ip[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    assert!(total <= ip.len(), "IPv4 total length beyond the frame");
+    (ihl, total)
+}
+
+/// The same frame with its IPv4 header replaced by an IPv6 one (::1 to ::1), optionally with
+/// an 8-byte Hop-by-Hop options header (one PadN option) in front of TCP.
+fn to_ipv6(frame: &[u8], hop_by_hop: bool) -> Vec<u8> {
+    let (ihl, total) = ipv4_lengths(frame);
+    let ip = &frame[14..];
+    assert_eq!(ip[9], 6, "IPv4 protocol is TCP");
+    let tcp = &ip[ihl..total];
+    let ext_len = if hop_by_hop { 8 } else { 0 };
+    let loopback: [u8; 16] = std::array::from_fn(|i| u8::from(i == 15));
+    let mut out = Vec::new();
+    out.extend_from_slice(&frame[..12]);
+    out.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+    out.extend_from_slice(&[0x60, 0, 0, 0]); // version 6, traffic class 0, flow label 0
+    out.extend_from_slice(&((total - ihl + ext_len) as u16).to_be_bytes());
+    out.push(if hop_by_hop { 0 } else { 6 }); // next header
+    out.push(64); // hop limit
+    out.extend_from_slice(&loopback);
+    out.extend_from_slice(&loopback);
+    if hop_by_hop {
+        // Next header TCP, length 0 (8 bytes), PadN with 4 bytes of padding.
+        out.extend_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+    }
+    out.extend_from_slice(tcp);
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the binary.
+// ---------------------------------------------------------------------------------------------
+
+/// A directory of its own for one test, removed when the test ends (passing or not).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "tcpstall-capture-formats-{}-{test}-{n}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.0.join(name);
+        fs::write(&path, bytes).expect("write variant");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tcpstall")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `tcpstall analyze --json` on a file that must be analysed successfully.
+fn analyze_json(path: &Path) -> Value {
+    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+    parse_success(&out, &path.display().to_string())
+}
+
+fn parse_success(out: &Output, what: &str) -> Value {
+    let stderr = text(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{what}: exit status {:?}, stderr:\n{stderr}",
+        out.status.code()
+    );
+    assert!(!stderr.contains("panicked"), "{what}: panic:\n{stderr}");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}):\n{}", text(&out.stdout)))
+}
+
+/// What the original capture reports: the client port and each stall's (start, duration).
+struct Baseline {
+    client_port: u16,
+    stalls: Vec<(f64, f64)>,
+    segments: u64,
+}
+
+fn baseline() -> &'static Baseline {
+    static BASELINE: OnceLock<Baseline> = OnceLock::new();
+    BASELINE.get_or_init(|| {
+        let report = analyze_json(Path::new(ORIGINAL));
+        let conn = &report["connections"][0];
+        let client = conn["client"].as_str().expect("client endpoint");
+        let port = client
+            .strip_prefix("127.0.0.1:")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("original client is {client}"));
+        let stalls: Vec<(f64, f64)> = conn["stalls"]
+            .as_array()
+            .expect("stalls array")
+            .iter()
+            .map(|s| {
+                (
+                    s["start"].as_f64().unwrap(),
+                    s["duration"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(stalls.len(), STALLS, "original capture: stall count");
+        Baseline {
+            client_port: port,
+            stalls,
+            segments: report["input"]["tcp_segments"].as_u64().unwrap(),
+        }
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Family {
+    V4,
+    V6,
+}
+
+fn endpoint(family: Family, port: u16) -> String {
+    match family {
+        Family::V4 => format!("127.0.0.1:{port}"),
+        Family::V6 => format!("[::1]:{port}"),
+    }
+}
+
+/// The verdicts of `report` are those of the original capture.
+fn assert_same_verdicts(report: &Value, what: &str, format: &str, family: Family) {
+    let base = baseline();
+    let client = endpoint(family, base.client_port);
+    let server = endpoint(family, SERVER_PORT);
+    assert_eq!(report["schema_version"], 1, "{what}: schema_version");
+    assert_eq!(report["input"]["format"], format, "{what}: input.format");
+    assert_eq!(
+        report["input"]["tcp_segments"].as_u64(),
+        Some(base.segments),
+        "{what}: every packet decoded as TCP; input = {}",
+        report["input"]
+    );
+    assert_eq!(
+        report["input"]["skipped"],
+        serde_json::json!({}),
+        "{what}: skipped packets"
+    );
+    assert_eq!(
+        report["input"]["warnings"],
+        serde_json::json!([]),
+        "{what}: warnings"
+    );
+    let conns = report["connections"].as_array().expect("connections array");
+    assert_eq!(conns.len(), 1, "{what}: connection count");
+    let conn = &conns[0];
+    assert_eq!(conn["client"], client.as_str(), "{what}: client");
+    assert_eq!(conn["server"], server.as_str(), "{what}: server");
+    let stalls = conn["stalls"].as_array().expect("stalls array");
+    assert_eq!(stalls.len(), STALLS, "{what}: stall count");
+    for (i, (stall, &(start, duration))) in stalls.iter().zip(&base.stalls).enumerate() {
+        assert_eq!(stall["class"], CLASS, "{what}: stall {i} class");
+        assert_eq!(stall["holder"], client.as_str(), "{what}: stall {i} holder");
+        assert_eq!(
+            stall["delayer"],
+            server.as_str(),
+            "{what}: stall {i} delayer"
+        );
+        let got_start = stall["start"].as_f64().expect("start");
+        let got_duration = stall["duration"].as_f64().expect("duration");
+        assert!(
+            (got_start - start).abs() <= TOLERANCE,
+            "{what}: stall {i} start {got_start}, original {start}"
+        );
+        assert!(
+            (got_duration - duration).abs() <= TOLERANCE,
+            "{what}: stall {i} duration {got_duration}, original {duration}"
+        );
+    }
+}
+
+/// Writes `bytes` as a variant and checks its verdicts.
+fn check_variant(test: &str, bytes: &[u8], format: &str, family: Family) {
+    let dir = TempDir::new(test);
+    let path = dir.write(&format!("{test}.{format}"), bytes);
+    let report = analyze_json(&path);
+    assert_same_verdicts(&report, test, format, family);
+}
+
+fn check_link(test: &str, link: Link) {
+    let bytes = pcap_with_frames(link.link_type(), |r| link.wrap(&r.frame));
+    check_variant(test, &bytes, "pcap", Family::V4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The original and classic pcap variants.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn original_capture_has_the_expected_verdicts() {
+    let report = analyze_json(Path::new(ORIGINAL));
+    assert_same_verdicts(&report, "original", "pcap", Family::V4);
+}
+
+#[test]
+fn hand_written_reencoding_reproduces_the_original_bytes() {
+    // Guards the encoder itself: re-encoding unchanged must give the shipped file back.
+    let bytes = pcap_with_frames(1, |r| Link::Ethernet.wrap(&r.frame));
+    let original = fs::read(ORIGINAL).unwrap();
+    // The shipped header's snap length may differ from ours; everything else must match.
+    assert_eq!(bytes.len(), original.len());
+    assert_eq!(bytes[..16], original[..16]);
+    assert_eq!(bytes[20..], original[20..]);
+}
+
+#[test]
+fn pcap_big_endian_microseconds() {
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .map(|r| PcapRecord::whole(r, r.frame.clone(), false))
+        .collect();
+    let bytes = write_pcap(Endian::Big, false, 1, 262_144, &records);
+    assert_eq!(bytes[..4], [0xa1, 0xb2, 0xc3, 0xd4]);
+    check_variant("pcap_be_usec", &bytes, "pcap", Family::V4);
+}
+
+#[test]
+fn pcap_little_endian_nanoseconds() {
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .map(|r| PcapRecord::whole(r, r.frame.clone(), true))
+        .collect();
+    let bytes = write_pcap(Endian::Little, true, 1, 262_144, &records);
+    assert_eq!(bytes[..4], [0x4d, 0x3c, 0xb2, 0xa1]);
+    check_variant("pcap_le_nsec", &bytes, "pcap", Family::V4);
+}
+
+#[test]
+fn pcap_big_endian_nanoseconds() {
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .map(|r| PcapRecord::whole(r, r.frame.clone(), true))
+        .collect();
+    let bytes = write_pcap(Endian::Big, true, 1, 262_144, &records);
+    assert_eq!(bytes[..4], [0xa1, 0xb2, 0x3c, 0x4d]);
+    check_variant("pcap_be_nsec", &bytes, "pcap", Family::V4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pcapng.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn pcapng_little_endian_two_interfaces_with_ignored_blocks() {
+    let e = Endian::Little;
+    let records = original_records();
+    let mut bytes = ng_section_header(e);
+    // Interface 0: Linux cooked v2, nanosecond timestamps. Interface 1: Ethernet, microseconds.
+    bytes.extend(ng_interface(e, 276, Some(9), None));
+    bytes.extend(ng_interface(e, 1, None, None));
+    let middle = records.len() / 2;
+    for (i, r) in records.iter().enumerate() {
+        if i == middle {
+            bytes.extend(ng_name_resolution(e));
+            bytes.extend(ng_interface_statistics(e, r.nanos(), i as u64));
+        }
+        let block = if i % 2 == 0 {
+            let data = Link::LinuxSll2.wrap(&r.frame);
+            ng_enhanced_packet(e, 0, r.nanos(), data.len() as u32, &data)
+        } else {
+            ng_enhanced_packet(e, 1, r.micros(), r.frame.len() as u32, &r.frame)
+        };
+        bytes.extend(block);
+    }
+    assert_eq!(bytes[8..12], [0x4d, 0x3c, 0x2b, 0x1a]);
+    check_variant("pcapng_le_two_ifaces", &bytes, "pcapng", Family::V4);
+}
+
+#[test]
+fn pcapng_big_endian_one_interface() {
+    let e = Endian::Big;
+    let mut bytes = ng_section_header(e);
+    bytes.extend(ng_interface(e, 1, None, Some("lo")));
+    for r in original_records() {
+        bytes.extend(ng_enhanced_packet(
+            e,
+            0,
+            r.micros(),
+            r.frame.len() as u32,
+            &r.frame,
+        ));
+    }
+    assert_eq!(bytes[8..12], [0x1a, 0x2b, 0x3c, 0x4d]);
+    check_variant("pcapng_be_one_iface", &bytes, "pcapng", Family::V4);
+}
+
+/// if_tsoffset (option 14) is read in the section's byte order: packets stored 1000 s
+/// early with an offset of +1000 s land at the original times.
+#[test]
+fn pcapng_timestamp_offset_in_both_byte_orders() {
+    const OFFSET_SECS: u64 = 1000;
+    let original = analyze_json(Path::new(ORIGINAL));
+    let first_time = original["input"]["first_packet_time"].as_f64().unwrap();
+    for e in [Endian::Little, Endian::Big] {
+        let mut idb = Buf::new(e);
+        idb.u16(1).u16(0).u32(262_144);
+        idb.u16(14).u16(8).u64(OFFSET_SECS);
+        idb.u16(0).u16(0);
+        let mut bytes = ng_section_header(e);
+        bytes.extend(ng_block(e, IDB, &idb.bytes));
+        for r in original_records() {
+            let units = r.micros() - OFFSET_SECS * 1_000_000;
+            bytes.extend(ng_enhanced_packet(
+                e,
+                0,
+                units,
+                r.frame.len() as u32,
+                &r.frame,
+            ));
+        }
+        let dir = TempDir::new("pcapng_tsoffset");
+        let path = dir.write("offset.pcapng", &bytes);
+        let report = analyze_json(&path);
+        assert_same_verdicts(&report, "pcapng_tsoffset", "pcapng", Family::V4);
+        let got = report["input"]["first_packet_time"].as_f64().unwrap();
+        assert!(
+            (got - first_time).abs() < 1e-6,
+            "{got} against {first_time}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Link types.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn link_linux_sll() {
+    check_link("link_sll", Link::LinuxSll);
+}
+
+#[test]
+fn link_linux_sll2() {
+    check_link("link_sll2", Link::LinuxSll2);
+}
+
+#[test]
+fn link_raw_ip() {
+    check_link("link_raw", Link::Raw);
+}
+
+#[test]
+fn link_raw_ipv4() {
+    check_link("link_ipv4", Link::Ipv4);
+}
+
+#[test]
+fn link_bsd_null_loopback() {
+    check_link("link_null", Link::Null);
+}
+
+#[test]
+fn link_openbsd_loop() {
+    check_link("link_loop", Link::Loop);
+}
+
+#[test]
+fn link_ethernet_802_1q() {
+    check_link("link_vlan", Link::Vlan);
+}
+
+#[test]
+fn link_ethernet_802_1ad_qinq() {
+    check_link("link_qinq", Link::QinQ);
+}
+
+// ---------------------------------------------------------------------------------------------
+// IPv6, snap length, standard input.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn ipv6_without_extension_headers() {
+    let bytes = pcap_with_frames(1, |r| to_ipv6(&r.frame, false));
+    check_variant("ipv6", &bytes, "pcap", Family::V6);
+}
+
+#[test]
+fn ipv6_with_hop_by_hop_header() {
+    let bytes = pcap_with_frames(1, |r| to_ipv6(&r.frame, true));
+    check_variant("ipv6_hbh", &bytes, "pcap", Family::V6);
+}
+
+#[test]
+fn snaplen_cuts_every_payload() {
+    let mut cut_short = 0;
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .map(|r| {
+            let (ihl, _) = ipv4_lengths(&r.frame);
+            let tcp_header = usize::from(r.frame[14 + ihl + 12] >> 4) * 4;
+            let keep = 14 + ihl + tcp_header;
+            assert!(keep <= r.frame.len());
+            if keep < r.frame.len() {
+                cut_short += 1;
+            }
+            PcapRecord {
+                sec: r.sec,
+                frac: r.usec,
+                orig_len: r.frame.len() as u32,
+                data: r.frame[..keep].to_vec(),
+            }
+        })
+        .collect();
+    assert!(
+        cut_short >= 2 * STALLS,
+        "only {cut_short} records carried a payload"
+    );
+    let snaplen = records.iter().map(|r| r.data.len()).max().unwrap() as u32;
+    let bytes = write_pcap(Endian::Little, false, 1, snaplen, &records);
+    check_variant("snaplen", &bytes, "pcap", Family::V4);
+}
+
+#[test]
+fn stdin_in_small_chunks() {
+    let bytes = fs::read(ORIGINAL).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["analyze", "--json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tcpstall");
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = thread::spawn(move || {
+        for chunk in bytes.chunks(97) {
+            stdin.write_all(chunk).expect("write to tcpstall's stdin");
+            stdin.flush().unwrap();
+            thread::sleep(Duration::from_millis(2));
+        }
+        // Dropping stdin closes the pipe: end of input.
+    });
+    let out = child.wait_with_output().expect("wait for tcpstall");
+    writer.join().expect("writer thread");
+    let report = parse_success(&out, "stdin");
+    assert_eq!(report["input"]["source"], "stdin");
+    assert_same_verdicts(&report, "stdin", "pcap", Family::V4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unusable inputs.
+// ---------------------------------------------------------------------------------------------
+
+/// The input is refused: exit status 2, one `tcpstall: error:` line naming the problem.
+fn assert_refused(test: &str, bytes: &[u8], needles: &[&str]) {
+    let dir = TempDir::new(test);
+    let path = dir.write(&format!("{test}.pcap"), bytes);
+    let out = run(&["analyze", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{test}: panic:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{test}: exit status; stderr:\n{stderr}"
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{test}: one line on stderr, got:\n{stderr}");
+    assert!(
+        lines[0].starts_with("tcpstall: error:"),
+        "{test}: stderr line: {}",
+        lines[0]
+    );
+    for needle in needles {
+        assert!(
+            lines[0].contains(needle),
+            "{test}: stderr does not mention {needle:?}: {}",
+            lines[0]
+        );
+    }
+    assert!(
+        out.stdout.is_empty(),
+        "{test}: stdout:\n{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn refuses_empty_file() {
+    assert_refused("empty", b"", &["empty"]);
+}
+
+#[test]
+fn refuses_text_file() {
+    assert_refused("text", b"hello, not a capture\n", &["not a capture"]);
+}
+
+#[test]
+fn refuses_file_header_cut_at_10_bytes() {
+    let original = fs::read(ORIGINAL).unwrap();
+    assert_refused("header_cut", &original[..10], &["truncated file header"]);
+}
+
+#[test]
+fn refuses_record_claiming_4_gib() {
+    let mut bytes = write_pcap(Endian::Little, false, 1, 262_144, &[]);
+    let mut record = Buf::new(Endian::Little);
+    record.u32(1_795_305_676).u32(0).u32(u32::MAX).u32(u32::MAX);
+    bytes.extend(record.bytes);
+    bytes.extend_from_slice(&[0u8; 64]);
+    assert_refused("huge_record", &bytes, &["over the", "4294967"]);
+}
+
+#[test]
+fn refuses_unknown_link_type() {
+    let bytes = pcap_with_frames(147, |r| r.frame.clone());
+    assert_refused(
+        "link_147",
+        &bytes,
+        &["no TCP segments", "unsupported link type 147"],
+    );
+}
+
+#[test]
+fn refuses_udp_only_capture() {
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .take(3)
+        .enumerate()
+        .map(|(i, r)| {
+            let payload = b"ping";
+            let udp_len = 8 + payload.len();
+            let total = 20 + udp_len;
+            let mut frame = r.frame[..12].to_vec();
+            frame.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+            let mut ip = vec![
+                0x45, 0, 0, 0, 0, i as u8, 0x40, 0, 64, 17, 0, 0, 127, 0, 0, 1, 127, 0, 0, 1,
+            ];
+            ip[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            let sum = ip
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum::<u32>();
+            let sum = (sum & 0xffff) + (sum >> 16);
+            let checksum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+            ip[10..12].copy_from_slice(&checksum.to_be_bytes());
+            frame.extend(ip);
+            frame.extend_from_slice(&40000u16.to_be_bytes());
+            frame.extend_from_slice(&9u16.to_be_bytes()); // discard
+            frame.extend_from_slice(&(udp_len as u16).to_be_bytes());
+            frame.extend_from_slice(&[0, 0]); // no UDP checksum
+            frame.extend_from_slice(payload);
+            PcapRecord::whole(r, frame, false)
+        })
+        .collect();
+    let bytes = write_pcap(Endian::Little, false, 1, 262_144, &records);
+    assert_refused("udp_only", &bytes, &["no TCP segments"]);
+}
+
+#[test]
+fn last_record_cut_is_a_warning() {
+    let original = fs::read(ORIGINAL).unwrap();
+    let dir = TempDir::new("tail_cut");
+    let path = dir.write("tail_cut.pcap", &original[..original.len() - 10]);
+    let path_str = path.to_str().unwrap();
+
+    let out = run(&["analyze", path_str]);
+    let stderr = text(&out.stderr);
+    let stdout = text(&out.stdout);
+    assert!(!stderr.contains("panicked"), "panic:\n{stderr}");
+    assert_eq!(out.status.code(), Some(0), "exit status; stderr:\n{stderr}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("warning:") && l.contains("capture ends inside record")),
+        "no truncation warning in the text output:\n{stdout}"
+    );
+
+    let report = analyze_json(&path);
+    let warnings = report["input"]["warnings"]
+        .as_array()
+        .expect("warnings array");
+    assert!(
+        !warnings.is_empty(),
+        "input.warnings is empty: {}",
+        report["input"]
+    );
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .is_some_and(|w| w.contains("capture ends inside record"))),
+        "input.warnings: {warnings:?}"
+    );
+}
