@@ -16,6 +16,9 @@ use crate::segment::{Nanos, Segment};
 /// forgotten (their ACK-delay samples are lost, nothing else).
 const MAX_TRACKED_IN_FLIGHT: usize = 4096;
 
+/// Gaps kept unclassified per connection, waiting for better round-trip estimates.
+const MAX_PENDING_GAPS: usize = 256;
+
 /// TCP timestamps take 12 option bytes (RFC 7323: 10 bytes, padded to 12) in every segment.
 const TIMESTAMP_OPTION_BYTES: u32 = 12;
 
@@ -119,6 +122,8 @@ pub struct Connection {
     /// The gap whose released data may continue in the next segments.
     open_release: Option<(usize, usize, Nanos)>,
     pub duplicates: u64,
+    /// The connection has closed and its tracking state was freed.
+    released: bool,
 }
 
 impl Connection {
@@ -140,6 +145,7 @@ impl Connection {
             gaps: Vec::new(),
             open_release: None,
             duplicates: 0,
+            released: false,
         }
     }
 
@@ -500,6 +506,11 @@ impl Connection {
             }
         }
         self.open_release = None;
+    }
+
+    /// Frees what only an open connection needs.
+    fn release_tracking(&mut self) {
+        self.released = true;
         for dir in &mut self.dirs {
             dir.in_flight = VecDeque::new();
         }
@@ -587,7 +598,16 @@ impl FlowTable {
                 i
             }
         };
-        self.connections[i].observe(segment, packet, &self.config);
+        let connection = &mut self.connections[i];
+        connection.observe(segment, packet, &self.config);
+        let closed_now = connection.is_finished() && !connection.released;
+        if closed_now || connection.gaps.len() >= MAX_PENDING_GAPS {
+            // A closed connection's round trips are final; a long one's are settled.
+            connection.classify_gaps(&self.config);
+        }
+        if closed_now {
+            connection.release_tracking();
+        }
     }
 
     pub fn len(&self) -> usize {
