@@ -1,10 +1,11 @@
 //! The `tcpstall` command: wires the core library's sources, detector and renderers.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Args, Parser, Subcommand};
 use tcpstall_core::analyze::{AnalyzeOptions, Filter, analyze};
@@ -82,6 +83,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// Ctrl-C in a terminal reaches every process of a pipeline: the capturing program then
+/// flushes and exits, and its end of the pipe is the end of our input. So the first
+/// Ctrl-C lets the analysis finish on what was captured; a second one stops at once.
+fn finish_on_interrupt() {
+    let interrupted = AtomicBool::new(false);
+    let result = ctrlc::set_handler(move || {
+        if interrupted.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("tcpstall: interrupted: analysing what was captured (Ctrl-C again to quit)");
+    });
+    if let Err(e) = result {
+        eprintln!("tcpstall: warning: cannot handle Ctrl-C: {e}");
+    }
+}
+
 fn run_analyze(args: AnalyzeArgs) -> ExitCode {
     if !(args.min_gap.is_finite() && args.min_gap > 0.0 && args.min_gap <= 60_000.0) {
         eprintln!(
@@ -102,6 +119,13 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
     };
     let source = args.capture.display().to_string();
     let result = if source == "-" {
+        if io::stdin().is_terminal() {
+            eprintln!(
+                "tcpstall: error: standard input is a terminal: pipe a capture into it, e.g. tcpdump -w - | tcpstall analyze -"
+            );
+            return ExitCode::from(EXIT_ERROR);
+        }
+        finish_on_interrupt();
         analyze(io::stdin(), "stdin", &options)
     } else {
         match File::open(&args.capture) {
