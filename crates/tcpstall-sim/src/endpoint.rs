@@ -1,0 +1,665 @@
+//! One TCP endpoint: the sending machinery (Nagle, cork, congestion and receive windows,
+//! retransmission) and the receiving machinery (delayed ACKs in each stack's flavour).
+//! Each rule is a small function with its source in a one-line comment.
+
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+
+use crate::profile::{DelayedAckTimer, NagleMode, RtoRule, StackProfile};
+use crate::scenario::SocketOptions;
+
+/// Receive buffer every endpoint advertises; applications here read at once, so the
+/// window stays open and never limits unless a scenario says so.
+pub const RECEIVE_WINDOW: u64 = 4 << 20;
+/// Window scale shift announced in SYNs (RFC 7323).
+pub const WINDOW_SCALE: u8 = 7;
+const TIMESTAMP_OPTION_BYTES: u32 = 12;
+const MAX_RTO: Nanos = 60_000 * NANOS_PER_MILLI;
+
+/// A segment on the simulated wire, with what the simulator knows about it.
+#[derive(Clone, Debug)]
+pub struct WireSegment {
+    pub from: usize,
+    /// Sequence and acknowledgement numbers relative to each side's ISN (SYN = 0).
+    pub seq: u64,
+    pub ack: u64,
+    pub len: u32,
+    pub syn: bool,
+    pub fin: bool,
+    pub ack_flag: bool,
+    pub psh: bool,
+    pub window: u64,
+    pub timestamps: Option<(u32, u32)>,
+    pub mss_option: Option<u32>,
+    pub window_scale: Option<u8>,
+    /// This pure ACK was held by the delayed-ACK timer for this long after the data.
+    pub ack_delay: Option<Nanos>,
+    pub retransmission: bool,
+}
+
+/// Why a sender could not send what the application had written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HoldReason {
+    Nagle,
+    Cork,
+    CongestionWindow,
+    ReceiveWindow,
+}
+
+/// A hold that ended: the simulator's ground truth for the sending side.
+#[derive(Clone, Debug)]
+pub struct ReleasedHold {
+    pub reason: HoldReason,
+    pub since: Nanos,
+    pub released: Nanos,
+    pub bytes: u32,
+    /// The delay of the timer-delayed ACK that released it, if one did.
+    pub released_by_delayed_ack: Option<Nanos>,
+}
+
+/// What an endpoint wants the engine to do after an input.
+#[derive(Default, Debug)]
+pub struct Output {
+    pub segments: Vec<WireSegment>,
+    pub released: Vec<ReleasedHold>,
+    /// Arm (or re-arm) the delayed-ACK timer at this time.
+    pub delack_at: Option<Nanos>,
+    pub rto_at: Option<Nanos>,
+    pub cork_flush_at: Option<Nanos>,
+    /// Bytes newly delivered to the application.
+    pub delivered: u64,
+    pub peer_closed: bool,
+}
+
+pub struct Endpoint {
+    pub side: usize,
+    pub profile: StackProfile,
+    pub options: SocketOptions,
+    pub send_mss: u32,
+    rcv_mss: u32,
+    timestamps: bool,
+    ts_clock_origin: Nanos,
+    ts_recent: u32,
+    // Sending.
+    snd_una: u64,
+    snd_nxt: u64,
+    /// Bytes the application has written (sequence space, SYN excluded: data starts at 1).
+    written: u64,
+    /// Data up to here was written without MSG_MORE / outside TCP_CORK.
+    push_point: u64,
+    snd_sml: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    peer_window: u64,
+    srtt: Option<Nanos>,
+    rttvar: Nanos,
+    rto: Nanos,
+    rtt_probe: Option<(u64, Nanos)>,
+    dupacks: u32,
+    hold: Option<(HoldReason, Nanos)>,
+    cork_deadline: Option<Nanos>,
+    pub fin_sent: bool,
+    // Receiving.
+    rcv_nxt: u64,
+    out_of_order: Vec<(u64, u64)>,
+    unacked_bytes: u64,
+    unacked_segments: u32,
+    first_unacked_at: Option<Nanos>,
+    delack_pending: bool,
+    quick: u32,
+    pingpong: bool,
+    ato: Nanos,
+    last_receive: Option<Nanos>,
+    jiffy_phase: Nanos,
+    pub peer_fin: bool,
+}
+
+impl Endpoint {
+    pub fn new(
+        side: usize,
+        profile: StackProfile,
+        options: SocketOptions,
+        jiffy_phase: Nanos,
+    ) -> Endpoint {
+        Endpoint {
+            side,
+            profile,
+            options,
+            send_mss: 536,
+            rcv_mss: 536,
+            timestamps: false,
+            ts_clock_origin: 0,
+            ts_recent: 0,
+            snd_una: 0,
+            snd_nxt: 0,
+            written: 1,
+            push_point: 1,
+            snd_sml: 0,
+            cwnd: 0,
+            ssthresh: u64::MAX,
+            peer_window: RECEIVE_WINDOW,
+            srtt: None,
+            rttvar: 0,
+            rto: 1000 * NANOS_PER_MILLI,
+            rtt_probe: None,
+            dupacks: 0,
+            hold: None,
+            cork_deadline: None,
+            fin_sent: false,
+            rcv_nxt: 0,
+            out_of_order: Vec::new(),
+            unacked_bytes: 0,
+            unacked_segments: 0,
+            first_unacked_at: None,
+            delack_pending: false,
+            quick: 0,
+            pingpong: false,
+            ato: 0,
+            last_receive: None,
+            jiffy_phase,
+            peer_fin: false,
+        }
+    }
+
+    /// Settles what the handshake negotiated: the MSS each way (less the timestamp option
+    /// when both sides use it) and the initial window (RFC 6928: IW segments).
+    pub fn establish(&mut self, own_mss: u32, peer_mss: u32, timestamps: bool) {
+        let overhead = if timestamps {
+            TIMESTAMP_OPTION_BYTES
+        } else {
+            0
+        };
+        self.timestamps = timestamps;
+        self.send_mss = peer_mss - overhead;
+        self.rcv_mss = own_mss - overhead;
+        self.cwnd = u64::from(self.profile.initial_window) * u64::from(self.send_mss);
+        self.snd_una = 1;
+        self.snd_nxt = 1;
+        self.snd_sml = 1;
+        self.rcv_nxt = 1;
+        self.rto = self.profile.min_rto.max(self.rto);
+    }
+
+    pub fn timestamps_on(&self) -> bool {
+        self.timestamps
+    }
+
+    fn tsval(&self, now: Nanos) -> u32 {
+        // A 1 ms timestamp clock, as Linux since 4.13.
+        ((now - self.ts_clock_origin) / NANOS_PER_MILLI) as u32 + 1
+    }
+
+    /// The SYN (or SYN-ACK) this side sends.
+    pub fn syn(
+        &self,
+        now: Nanos,
+        announced_mss: u32,
+        with_timestamps: bool,
+        ack: bool,
+    ) -> WireSegment {
+        WireSegment {
+            from: self.side,
+            seq: 0,
+            ack: if ack { 1 } else { 0 },
+            len: 0,
+            syn: true,
+            fin: false,
+            ack_flag: ack,
+            psh: false,
+            window: 65_535,
+            timestamps: with_timestamps
+                .then(|| (self.tsval(now), if ack { self.ts_recent } else { 0 })),
+            mss_option: Some(announced_mss),
+            window_scale: Some(WINDOW_SCALE),
+            ack_delay: None,
+            retransmission: false,
+        }
+    }
+
+    pub fn note_peer_tsval(&mut self, tsval: u32) {
+        self.ts_recent = tsval;
+    }
+
+    fn segment(&self, now: Nanos, seq: u64, len: u32) -> WireSegment {
+        WireSegment {
+            from: self.side,
+            seq,
+            ack: self.rcv_nxt,
+            len,
+            syn: false,
+            fin: false,
+            ack_flag: true,
+            psh: false,
+            window: RECEIVE_WINDOW,
+            timestamps: self.timestamps.then(|| (self.tsval(now), self.ts_recent)),
+            mss_option: None,
+            window_scale: None,
+            ack_delay: None,
+            retransmission: false,
+        }
+    }
+
+    // ---- The application's side of the socket. ----
+
+    /// A write() of `bytes`; `more` marks it as not the last of its message (MSG_MORE, or
+    /// inside TCP_CORK).
+    pub fn app_write(&mut self, now: Nanos, bytes: u32, more: bool, out: &mut Output) {
+        self.written += u64::from(bytes);
+        if !more {
+            self.push_point = self.written;
+            self.cork_deadline = None;
+        }
+        self.try_send(now, None, out);
+    }
+
+    /// close(): a FIN after the written data.
+    pub fn app_close(&mut self, now: Nanos, out: &mut Output) {
+        if self.fin_sent {
+            return;
+        }
+        self.push_point = self.written;
+        self.try_send(now, None, out);
+        if self.snd_nxt == self.written {
+            let mut fin = self.segment(now, self.snd_nxt, 0);
+            fin.fin = true;
+            self.fin_sent = true;
+            self.snd_nxt += 1;
+            self.clear_delayed_ack();
+            out.segments.push(fin);
+        }
+    }
+
+    pub fn all_sent_and_acked(&self) -> bool {
+        self.snd_una == self.snd_nxt && self.snd_nxt >= self.written
+    }
+
+    // ---- Sending rules. ----
+
+    /// Nagle (RFC 896; RFC 1122 4.2.3.4): a sub-MSS segment waits while data is
+    /// unacknowledged; Minshall's variant (Linux tcp_minshall_check) only while a sub-MSS
+    /// segment is.
+    fn nagle_holds(&self) -> bool {
+        let mode = if self.options.nodelay {
+            NagleMode::Off
+        } else {
+            self.profile.nagle
+        };
+        match mode {
+            NagleMode::Off => false,
+            NagleMode::Classic => self.snd_nxt > self.snd_una,
+            NagleMode::Minshall => self.snd_sml > self.snd_una,
+        }
+    }
+
+    /// TCP_CORK / MSG_MORE: a sub-MSS tail of a message not yet complete waits, until
+    /// the flush timer where the stack has one (Linux: 200 ms).
+    fn cork_holds(&self, now: Nanos, segment_end: u64) -> bool {
+        let message_incomplete = segment_end > self.push_point;
+        let flushed = matches!(self.cork_deadline, Some(deadline) if now >= deadline);
+        message_incomplete && !flushed
+    }
+
+    /// Sends what the rules allow. `trigger` is the ACK being processed, if any, so a
+    /// released hold can name it.
+    pub fn try_send(&mut self, now: Nanos, trigger: Option<&WireSegment>, out: &mut Output) {
+        loop {
+            let available = self.written.saturating_sub(self.snd_nxt);
+            if available == 0 || self.fin_sent {
+                self.hold = None;
+                break;
+            }
+            let in_flight = self.snd_nxt - self.snd_una;
+            let len = available.min(u64::from(self.send_mss)) as u32;
+            let partial = len < self.send_mss;
+            let reason = if in_flight + u64::from(len) > self.peer_window {
+                Some(HoldReason::ReceiveWindow)
+            } else if in_flight + u64::from(len) > self.cwnd.max(u64::from(self.send_mss))
+                && in_flight > 0
+            {
+                Some(HoldReason::CongestionWindow)
+            } else if partial && self.cork_holds(now, self.snd_nxt + u64::from(len)) {
+                Some(HoldReason::Cork)
+            } else if partial && self.nagle_holds() {
+                Some(HoldReason::Nagle)
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                match self.hold {
+                    Some((held, _)) if held == reason => {}
+                    _ => self.hold = Some((reason, self.hold.map_or(now, |(_, since)| since))),
+                }
+                if reason == HoldReason::Cork
+                    && self.cork_deadline.is_none()
+                    && let Some(flush) = self.profile.cork_flush
+                {
+                    self.cork_deadline = Some(now + flush);
+                    out.cork_flush_at = Some(now + flush);
+                }
+                break;
+            }
+            if let Some((reason, since)) = self.hold.take() {
+                out.released.push(ReleasedHold {
+                    reason,
+                    since,
+                    released: now,
+                    bytes: len,
+                    released_by_delayed_ack: trigger.and_then(|t| t.ack_delay),
+                });
+            }
+            let mut segment = self.segment(now, self.snd_nxt, len);
+            segment.psh = self.snd_nxt + u64::from(len) == self.written;
+            self.snd_nxt += u64::from(len);
+            if partial {
+                self.snd_sml = self.snd_nxt;
+            }
+            if self.rtt_probe.is_none() {
+                self.rtt_probe = Some((self.snd_nxt, now));
+            }
+            self.note_data_sent(now);
+            out.segments.push(segment);
+            if out.rto_at.is_none() {
+                out.rto_at = Some(now + self.rto);
+            }
+        }
+    }
+
+    /// Linux ping-pong mode (tcp_event_data_sent): sending soon after receiving marks the
+    /// connection interactive, so its ACKs wait to ride on replies. Data carries the ACK.
+    fn note_data_sent(&mut self, now: Nanos) {
+        if self.profile.pingpong
+            && let Some(last) = self.last_receive
+            && now - last < self.ato.max(self.profile_ato_min())
+        {
+            self.pingpong = true;
+        }
+        self.clear_delayed_ack();
+    }
+
+    fn clear_delayed_ack(&mut self) {
+        self.unacked_bytes = 0;
+        self.unacked_segments = 0;
+        self.first_unacked_at = None;
+        self.delack_pending = false;
+    }
+
+    pub fn cork_flush(&mut self, now: Nanos, out: &mut Output) {
+        if matches!(self.cork_deadline, Some(deadline) if now >= deadline) {
+            self.try_send(now, None, out);
+        }
+    }
+
+    /// RTO (RFC 6298): resend the first unacknowledged segment, back off, restart from
+    /// one segment of congestion window.
+    pub fn retransmission_timeout(&mut self, now: Nanos, out: &mut Output) {
+        if self.snd_una >= self.snd_nxt {
+            return;
+        }
+        self.ssthresh = ((self.snd_nxt - self.snd_una) / 2).max(2 * u64::from(self.send_mss));
+        self.cwnd = u64::from(self.send_mss);
+        self.rto = (self.rto * 2).min(MAX_RTO);
+        self.rtt_probe = None;
+        self.retransmit_head(now, out);
+        out.rto_at = Some(now + self.rto);
+    }
+
+    fn retransmit_head(&mut self, now: Nanos, out: &mut Output) {
+        let data_end = self.snd_nxt.min(self.written);
+        if self.snd_una >= data_end {
+            return;
+        }
+        let len = (data_end - self.snd_una).min(u64::from(self.send_mss)) as u32;
+        let mut segment = self.segment(now, self.snd_una, len);
+        segment.retransmission = true;
+        segment.psh = true;
+        self.clear_delayed_ack();
+        out.segments.push(segment);
+    }
+
+    /// The ACK field of an arriving segment (RFC 5681: slow start, congestion avoidance,
+    /// fast retransmit on the third duplicate ACK; RFC 6298 round-trip estimates).
+    fn process_ack(&mut self, now: Nanos, segment: &WireSegment, out: &mut Output) {
+        self.peer_window = segment.window;
+        if segment.ack > self.snd_una && segment.ack <= self.snd_nxt {
+            let acked = segment.ack - self.snd_una;
+            self.snd_una = segment.ack;
+            self.dupacks = 0;
+            if self.cwnd < self.ssthresh {
+                self.cwnd += acked;
+            } else {
+                self.cwnd +=
+                    (u64::from(self.send_mss) * u64::from(self.send_mss) / self.cwnd.max(1)).max(1);
+            }
+            if let Some((end, sent)) = self.rtt_probe
+                && segment.ack >= end
+            {
+                self.rtt_sample(now - sent);
+                self.rtt_probe = None;
+            }
+            out.rto_at = Some(if self.snd_una < self.snd_nxt {
+                now + self.rto
+            } else {
+                Nanos::MAX
+            });
+        } else if segment.ack == self.snd_una
+            && segment.len == 0
+            && self.snd_nxt > self.snd_una
+            && !segment.fin
+        {
+            self.dupacks += 1;
+            if self.dupacks == 3 {
+                self.ssthresh =
+                    ((self.snd_nxt - self.snd_una) / 2).max(2 * u64::from(self.send_mss));
+                self.cwnd = self.ssthresh;
+                self.retransmit_head(now, out);
+            }
+        }
+        self.try_send(now, Some(segment), out);
+    }
+
+    fn rtt_sample(&mut self, sample: Nanos) {
+        match self.srtt {
+            None => {
+                self.srtt = Some(sample);
+                self.rttvar = sample / 2;
+            }
+            Some(srtt) => {
+                self.rttvar = (3 * self.rttvar + (srtt - sample).abs()) / 4;
+                self.srtt = Some((7 * srtt + sample) / 8);
+            }
+        }
+        let srtt = self.srtt.unwrap_or(sample);
+        self.rto = match self.profile.rto_rule {
+            RtoRule::Rfc6298 => srtt + (4 * self.rttvar).max(NANOS_PER_MILLI),
+            RtoRule::LinuxVarianceFloor => srtt + self.rttvar.max(self.profile.min_rto),
+            RtoRule::FreeBsdSlop { slop } => {
+                (srtt + 4 * self.rttvar).max(self.profile.min_rto) + slop
+            }
+        }
+        .clamp(self.profile.min_rto, MAX_RTO);
+    }
+
+    // ---- Receiving rules. ----
+
+    /// A segment arrives from the peer.
+    pub fn receive(&mut self, now: Nanos, segment: &WireSegment, out: &mut Output) {
+        if let Some((tsval, _)) = segment.timestamps {
+            self.ts_recent = tsval;
+        }
+        let carries = u64::from(segment.len) + u64::from(segment.fin);
+        if carries > 0 {
+            self.receive_data(now, segment, out);
+        }
+        if segment.ack_flag {
+            self.process_ack(now, segment, out);
+        }
+    }
+
+    fn receive_data(&mut self, now: Nanos, segment: &WireSegment, out: &mut Output) {
+        let end = segment.seq + u64::from(segment.len) + u64::from(segment.fin);
+        if segment.seq > self.rcv_nxt {
+            // RFC 5681 4.2: out-of-order data is acknowledged at once (a duplicate ACK).
+            self.out_of_order.push((segment.seq, end));
+            self.send_ack_now(now, None, out);
+            return;
+        }
+        if end <= self.rcv_nxt {
+            // A retransmission of what arrived already: acknowledge at once.
+            self.send_ack_now(now, None, out);
+            return;
+        }
+        let before = self.rcv_nxt;
+        self.rcv_nxt = end;
+        let filled_hole = !self.out_of_order.is_empty();
+        self.merge_out_of_order();
+        let data_end = if segment.fin {
+            self.rcv_nxt - 1
+        } else {
+            self.rcv_nxt
+        };
+        out.delivered += data_end.saturating_sub(before);
+        if segment.fin {
+            self.peer_fin = true;
+            out.peer_closed = true;
+        }
+        self.unacked_bytes += self.rcv_nxt - before;
+        self.unacked_segments += 1;
+        if self.first_unacked_at.is_none() {
+            self.first_unacked_at = Some(now);
+        }
+        self.update_ato(now);
+        if filled_hole || segment.fin || self.must_ack_now() {
+            self.send_ack_now(now, None, out);
+        } else if !self.delack_pending {
+            self.delack_pending = true;
+            out.delack_at = Some(self.delayed_ack_deadline(now));
+        }
+    }
+
+    fn merge_out_of_order(&mut self) {
+        self.out_of_order.sort_unstable();
+        let mut i = 0;
+        while i < self.out_of_order.len() {
+            let (start, end) = self.out_of_order[i];
+            if start <= self.rcv_nxt {
+                self.rcv_nxt = self.rcv_nxt.max(end);
+                self.out_of_order.remove(i);
+                i = 0;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Linux tcp_event_data_recv: the ATO follows the gaps between arriving segments,
+    /// and a gap longer than the RTO (or the first data) re-enters quick-ack mode.
+    fn update_ato(&mut self, now: Nanos) {
+        let DelayedAckTimer::LinuxAto { min, .. } = self.profile.delayed_ack else {
+            self.last_receive = Some(now);
+            return;
+        };
+        match self.last_receive {
+            None => {
+                self.quick = self.profile.quickack_segments;
+                self.ato = min;
+            }
+            Some(last) => {
+                let gap = now - last;
+                if gap <= min / 2 {
+                    self.ato = self.ato / 2 + min / 2;
+                } else if gap < self.ato {
+                    self.ato = (self.ato / 2 + gap).min(self.rto);
+                } else if gap > self.rto {
+                    self.quick = self.quick.max(self.profile.quickack_segments);
+                }
+            }
+        }
+        self.last_receive = Some(now);
+    }
+
+    fn profile_ato_min(&self) -> Nanos {
+        match self.profile.delayed_ack {
+            DelayedAckTimer::LinuxAto { min, .. } => min,
+            DelayedAckTimer::PerConnection { delay } => delay,
+            DelayedAckTimer::GlobalTick { period } => period,
+        }
+    }
+
+    /// Whether the arriving data must be acknowledged at once.
+    fn must_ack_now(&mut self) -> bool {
+        // TCP_QUICKACK, set again after every read.
+        if self.options.quickack {
+            return true;
+        }
+        match self.profile.delayed_ack {
+            DelayedAckTimer::LinuxAto { .. } => {
+                // __tcp_ack_snd_check: more than one full frame unacknowledged...
+                if self.unacked_bytes > u64::from(self.rcv_mss) {
+                    return true;
+                }
+                // ...or quick-ack mode, which ping-pong mode suspends.
+                if self.quick > 0 && !self.pingpong {
+                    self.quick -= 1;
+                    return true;
+                }
+                false
+            }
+            // RFC 1122 4.2.3.2: at least every second segment.
+            _ => self.unacked_segments >= self.profile.ack_every_segments,
+        }
+    }
+
+    /// When the delayed ACK for data arriving now goes out.
+    fn delayed_ack_deadline(&self, now: Nanos) -> Nanos {
+        match self.profile.delayed_ack {
+            DelayedAckTimer::PerConnection { delay } => now + delay,
+            DelayedAckTimer::GlobalTick { period } => {
+                // The next tick of a global clock (its phase is this endpoint's).
+                let since_phase = now - self.jiffy_phase;
+                self.jiffy_phase + (since_phase.div_euclid(period) + 1) * period
+            }
+            DelayedAckTimer::LinuxAto { min, max, jiffy } => {
+                // tcp_send_delayed_ack: an ATO above the minimum is bounded by the RTT
+                // and by TCP_DELACK_MAX; the timer wheel fires one jiffy after expiry.
+                let mut ato = self.ato.max(min);
+                if ato > min {
+                    let bound = if self.pingpong {
+                        max
+                    } else {
+                        500 * NANOS_PER_MILLI
+                    };
+                    let rtt_bound = self.srtt.map_or(bound, |s| s.max(min));
+                    ato = ato.min(bound).min(rtt_bound);
+                }
+                let ato_jiffies = (ato + jiffy - 1) / jiffy;
+                let now_jiffy = (now - self.jiffy_phase).div_euclid(jiffy);
+                self.jiffy_phase + (now_jiffy + ato_jiffies + 1) * jiffy
+            }
+        }
+    }
+
+    /// The delayed-ACK timer (or tick) fired.
+    pub fn delayed_ack_timer(&mut self, now: Nanos, out: &mut Output) {
+        if !self.delack_pending {
+            return;
+        }
+        if let DelayedAckTimer::LinuxAto { min, .. } = self.profile.delayed_ack {
+            // tcp_delack_timer_handler: a missed delayed ACK leaves ping-pong mode and
+            // deflates the ATO; outside ping-pong mode it inflates it.
+            if self.pingpong {
+                self.pingpong = false;
+                self.ato = min;
+            } else {
+                self.ato = (self.ato * 2).min(self.rto);
+            }
+        }
+        let delay = self.first_unacked_at.map(|t| now - t);
+        self.send_ack_now(now, delay, out);
+    }
+
+    fn send_ack_now(&mut self, now: Nanos, delay: Option<Nanos>, out: &mut Output) {
+        let mut ack = self.segment(now, self.snd_nxt, 0);
+        ack.ack_delay = delay;
+        self.clear_delayed_ack();
+        out.segments.push(ack);
+    }
+}

@@ -1,0 +1,303 @@
+//! Stack profiles: the values of the rules that decide when a TCP stack sends and when
+//! it acknowledges. Each value names its source and how sure we are of it; the table in
+//! `docs/stack-profiles.md` is rendered from the same data (`tcpstall simulate --profiles`).
+
+use serde::Serialize;
+
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+
+/// How a stack holds sub-MSS segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NagleMode {
+    /// RFC 896 / RFC 1122 4.2.3.4: no sub-MSS segment while any data is unacknowledged.
+    Classic,
+    /// Minshall's variant: no sub-MSS segment while a sub-MSS segment is unacknowledged.
+    Minshall,
+    /// TCP_NODELAY.
+    Off,
+}
+
+/// When a receiver that did not acknowledge at once finally does.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum DelayedAckTimer {
+    /// A timer per connection, armed at the first unacknowledged segment.
+    PerConnection { delay: Nanos },
+    /// One global tick for all connections (BSD fast timeout): pending ACKs go out at the
+    /// next tick, so the delay is anywhere from 0 to the period.
+    GlobalTick { period: Nanos },
+    /// Linux: `ato`, at least TCP_DELACK_MIN (40 ms) and at most TCP_DELACK_MAX (200 ms),
+    /// counted in jiffies and fired one jiffy late by the timer wheel's rounding.
+    LinuxAto {
+        min: Nanos,
+        max: Nanos,
+        jiffy: Nanos,
+    },
+}
+
+/// How the retransmission timeout follows the round trip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RtoRule {
+    /// RFC 6298: SRTT + 4 RTTVAR, at least the minimum.
+    Rfc6298,
+    /// Linux __tcp_set_rto: SRTT + RTTVAR, where RTTVAR is at least the minimum, so the
+    /// RTO is at least one round trip plus the minimum.
+    LinuxVarianceFloor,
+    /// FreeBSD: RFC 6298 at least the minimum (rexmit_min), plus rexmit_slop.
+    FreeBsdSlop { slop: Nanos },
+}
+
+/// One stack's values.
+#[derive(Clone, Debug, Serialize)]
+pub struct StackProfile {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub nagle: NagleMode,
+    /// TCP timestamps on by default (they take 12 option bytes from every segment).
+    pub timestamps: bool,
+    /// Initial congestion window, segments.
+    pub initial_window: u32,
+    pub delayed_ack: DelayedAckTimer,
+    /// ACK at once when this many full-sized segments are unacknowledged.
+    pub ack_every_segments: u32,
+    /// Linux quick-ack mode at connection start and after idle.
+    pub quickack_segments: u32,
+    /// Linux ping-pong (interactive) mode: delayed ACKs when the socket replies soon
+    /// after receiving.
+    pub pingpong: bool,
+    /// Minimum retransmission timeout, applied as `rto_rule` says.
+    pub min_rto: Nanos,
+    pub rto_rule: RtoRule,
+    /// Corked data (TCP_CORK, MSG_MORE) is sent after this long regardless.
+    pub cork_flush: Option<Nanos>,
+    /// Where each value comes from, and how sure we are of it.
+    pub sources: &'static [(&'static str, &'static str)],
+}
+
+const MS: Nanos = NANOS_PER_MILLI;
+
+/// All profiles, in the order the documentation lists them.
+pub fn all() -> Vec<StackProfile> {
+    vec![
+        linux(),
+        windows(),
+        macos(),
+        macos_legacy(),
+        freebsd(),
+        aix(),
+    ]
+}
+
+pub fn by_name(name: &str) -> Option<StackProfile> {
+    all().into_iter().find(|p| p.name == name)
+}
+
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|p| p.name).collect()
+}
+
+pub fn linux() -> StackProfile {
+    StackProfile {
+        name: "linux",
+        description: "Linux 4.x to 6.x defaults",
+        nagle: NagleMode::Minshall,
+        timestamps: true,
+        initial_window: 10,
+        delayed_ack: DelayedAckTimer::LinuxAto {
+            min: 40 * MS,
+            max: 200 * MS,
+            jiffy: 4 * MS,
+        },
+        ack_every_segments: 2,
+        quickack_segments: 16,
+        pingpong: true,
+        min_rto: 200 * MS,
+        rto_rule: RtoRule::LinuxVarianceFloor,
+        cork_flush: Some(200 * MS),
+        sources: &[
+            (
+                "nagle",
+                "tcp_output.c tcp_nagle_check / tcp_minshall_check (confirmed)",
+            ),
+            (
+                "timestamps",
+                "net.ipv4.tcp_timestamps=1 default (confirmed)",
+            ),
+            ("initial_window", "TCP_INIT_CWND 10, RFC 6928 (confirmed)"),
+            (
+                "delayed_ack",
+                "TCP_DELACK_MIN HZ/25, TCP_DELACK_MAX HZ/5; HZ=250 here; timer wheel rounds expiry up one jiffy (confirmed: 40-44 ms measured on this kernel)",
+            ),
+            (
+                "ack_every_segments",
+                "__tcp_ack_snd_check: more than one rcv_mss unacknowledged (confirmed)",
+            ),
+            ("quickack_segments", "TCP_MAX_QUICKACKS 16 (confirmed)"),
+            (
+                "pingpong",
+                "inet_csk_inc_pingpong_cnt in tcp_event_data_sent; left when the delayed-ACK timer fires (confirmed; threshold 1 as measured)",
+            ),
+            (
+                "min_rto",
+                "TCP_RTO_MIN 200 ms, a floor on the variance term (tcp_rtt_estimator, confirmed)",
+            ),
+            (
+                "cork_flush",
+                "TCP_CORK man page: 200 ms ceiling (confirmed)",
+            ),
+        ],
+    }
+}
+
+pub fn windows() -> StackProfile {
+    StackProfile {
+        name: "windows",
+        description: "Windows 10/11 and Server defaults",
+        nagle: NagleMode::Classic,
+        timestamps: false,
+        initial_window: 10,
+        delayed_ack: DelayedAckTimer::PerConnection { delay: 200 * MS },
+        ack_every_segments: 2,
+        quickack_segments: 0,
+        pingpong: false,
+        min_rto: 300 * MS,
+        rto_rule: RtoRule::Rfc6298,
+        cork_flush: None,
+        sources: &[
+            (
+                "nagle",
+                "classic Nagle, TCP_NODELAY to disable (confirmed, seed 001)",
+            ),
+            (
+                "timestamps",
+                "Tcp1323Opts: timestamps off by default (confirmed)",
+            ),
+            (
+                "initial_window",
+                "IW10 since Windows Server 2012 R2 / 8.1 (likely)",
+            ),
+            (
+                "delayed_ack",
+                "TcpDelAckTicks=2 x 100 ms (confirmed, seeds 001, 002)",
+            ),
+            ("ack_every_segments", "TcpAckFrequency=2 (confirmed)"),
+            ("min_rto", "300 ms minimum RTO (likely)"),
+        ],
+    }
+}
+
+pub fn macos() -> StackProfile {
+    StackProfile {
+        name: "macos",
+        description: "macOS 10.5 and later",
+        nagle: NagleMode::Minshall,
+        ..macos_legacy()
+    }
+}
+
+pub fn macos_legacy() -> StackProfile {
+    StackProfile {
+        name: "macos-legacy",
+        description: "Mac OS X before 10.5",
+        nagle: NagleMode::Classic,
+        timestamps: true,
+        initial_window: 4,
+        delayed_ack: DelayedAckTimer::GlobalTick { period: 200 * MS },
+        ack_every_segments: 2,
+        quickack_segments: 0,
+        pingpong: false,
+        min_rto: 1000 * MS,
+        rto_rule: RtoRule::Rfc6298,
+        cork_flush: None,
+        sources: &[
+            (
+                "nagle",
+                "classic before 10.5, Minshall's variant from 10.5 (confirmed, seed 000)",
+            ),
+            (
+                "timestamps",
+                "on: MSS 1448 on Ethernet (confirmed, seed 000)",
+            ),
+            (
+                "initial_window",
+                "RFC 3390 window of 4 segments (unconfirmed)",
+            ),
+            (
+                "delayed_ack",
+                "BSD fast timeout, 200 ms period as in seed 000's 201 ms blocks (unconfirmed: the tick period)",
+            ),
+            (
+                "ack_every_segments",
+                "every second full segment (confirmed, seed 000)",
+            ),
+            ("min_rto", "BSD 1 s minimum RTO (unconfirmed)"),
+        ],
+    }
+}
+
+pub fn freebsd() -> StackProfile {
+    StackProfile {
+        name: "freebsd",
+        description: "FreeBSD 12 and later",
+        nagle: NagleMode::Classic,
+        timestamps: true,
+        initial_window: 10,
+        delayed_ack: DelayedAckTimer::PerConnection { delay: 100 * MS },
+        ack_every_segments: 2,
+        quickack_segments: 0,
+        pingpong: false,
+        min_rto: 30 * MS,
+        rto_rule: RtoRule::FreeBsdSlop { slop: 200 * MS },
+        cork_flush: None,
+        sources: &[
+            ("nagle", "tcp_output.c: classic Nagle (likely)"),
+            ("timestamps", "net.inet.tcp.rfc1323=1 (confirmed)"),
+            (
+                "initial_window",
+                "net.inet.tcp.initcwnd_segments=10 (confirmed)",
+            ),
+            (
+                "delayed_ack",
+                "net.inet.tcp.delacktime=100 ms, per connection (confirmed)",
+            ),
+            (
+                "ack_every_segments",
+                "every second full segment (confirmed)",
+            ),
+            (
+                "min_rto",
+                "net.inet.tcp.rexmit_min=30 ms plus rexmit_slop=200 ms (confirmed)",
+            ),
+        ],
+    }
+}
+
+pub fn aix() -> StackProfile {
+    StackProfile {
+        name: "aix",
+        description: "IBM AIX 7",
+        nagle: NagleMode::Classic,
+        timestamps: false,
+        initial_window: 4,
+        delayed_ack: DelayedAckTimer::GlobalTick { period: 200 * MS },
+        ack_every_segments: 2,
+        quickack_segments: 0,
+        pingpong: false,
+        min_rto: 1000 * MS,
+        rto_rule: RtoRule::Rfc6298,
+        cork_flush: None,
+        sources: &[
+            ("nagle", "classic Nagle (likely)"),
+            ("timestamps", "rfc1323=0 by default (likely)"),
+            ("initial_window", "4 segments (unconfirmed)"),
+            (
+                "delayed_ack",
+                "BSD-style 200 ms fast timeout (seed 001 saw 0.2 s; the global tick is unconfirmed)",
+            ),
+            ("ack_every_segments", "every second full segment (likely)"),
+            ("min_rto", "1 s minimum RTO (unconfirmed)"),
+        ],
+    }
+}

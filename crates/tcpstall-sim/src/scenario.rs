@@ -1,0 +1,415 @@
+//! What to simulate: two stacks, their socket options, the link between them, the
+//! application pattern, and where to capture. Readable from a small TOML file
+//! (`docs/scenario-format.md`) or built from command-line flags.
+
+use serde::{Deserialize, Serialize};
+
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+
+use crate::profile::{self, StackProfile};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("unknown stack {0:?}; one of: {1}")]
+    UnknownStack(String, String),
+    #[error("unknown pattern {0:?}; one of: {1}")]
+    UnknownPattern(String, String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("scenario file: {0}")]
+    Parse(String),
+}
+
+/// Socket options one side sets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SocketOptions {
+    /// TCP_NODELAY: Nagle off.
+    pub nodelay: bool,
+    /// TCP_CORK set before each message's writes and cleared after the last.
+    pub cork: bool,
+    /// MSG_MORE on every write of a message but its last.
+    pub msg_more: bool,
+    /// TCP_QUICKACK set again after every read: no delayed ACKs.
+    pub quickack: bool,
+}
+
+/// One side of the connection.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SideConfig {
+    pub stack: String,
+    #[serde(flatten)]
+    pub options: SocketOptions,
+    /// Override the MSS this side announces (the other side's send size, before timestamps).
+    pub mss: Option<u32>,
+    /// Override the delayed-ACK timer, milliseconds (a per-connection timer, or the tick period).
+    pub delack_ms: Option<f64>,
+    /// Override the Nagle variant: "classic", "minshall", "off".
+    pub nagle: Option<String>,
+}
+
+impl Default for SideConfig {
+    fn default() -> Self {
+        SideConfig {
+            stack: "linux".into(),
+            options: SocketOptions::default(),
+            mss: None,
+            delack_ms: None,
+            nagle: None,
+        }
+    }
+}
+
+/// The path between the two endpoints.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LinkConfig {
+    /// Bits per second.
+    pub bandwidth_bps: f64,
+    /// Round trip, milliseconds, split evenly unless the one-way delays are given.
+    pub rtt_ms: f64,
+    pub client_to_server_ms: Option<f64>,
+    pub server_to_client_ms: Option<f64>,
+    /// Uniform extra delay per packet, 0 to this many milliseconds (order is kept).
+    pub jitter_ms: f64,
+    /// Probability that a packet is lost.
+    pub loss: f64,
+    /// Seed of jitter, loss and tick phases: a run is a function of the scenario.
+    pub seed: u64,
+    /// Link MTU: the MSS is this less 40 bytes of IPv4 and TCP headers.
+    pub mtu: u32,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            bandwidth_bps: 1e9,
+            rtt_ms: 0.05,
+            client_to_server_ms: None,
+            server_to_client_ms: None,
+            jitter_ms: 0.0,
+            loss: 0.0,
+            seed: 1,
+            mtu: 1500,
+        }
+    }
+}
+
+/// The application on both ends.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkloadConfig {
+    /// A named pattern (see [`PATTERNS`]) or "custom" with `request` and `response`.
+    pub pattern: String,
+    /// Bytes of each write of a request (client) and a response (server).
+    pub request: Vec<u32>,
+    pub response: Vec<u32>,
+    /// Requests kept in flight (2 = double buffering).
+    pub depth: u32,
+    pub transactions: u32,
+    /// Time the server takes before answering, and the client before its next request.
+    pub server_think_ms: f64,
+    pub client_think_ms: f64,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            pattern: "two-writes".into(),
+            request: Vec::new(),
+            response: Vec::new(),
+            depth: 1,
+            transactions: 10,
+            server_think_ms: 0.0,
+            client_think_ms: 0.0,
+        }
+    }
+}
+
+/// Where the capture is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapturePoint {
+    Client,
+    Server,
+    /// A tap at this fraction of the path from the client (0.0) to the server (1.0).
+    Tap(f64),
+}
+
+impl CapturePoint {
+    pub fn fraction(self) -> f64 {
+        match self {
+            CapturePoint::Client => 0.0,
+            CapturePoint::Server => 1.0,
+            CapturePoint::Tap(f) => f.clamp(0.0, 1.0),
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<CapturePoint, ScenarioError> {
+        match text {
+            "client" | "sender" => Ok(CapturePoint::Client),
+            "server" | "receiver" => Ok(CapturePoint::Server),
+            "tap" | "middle" => Ok(CapturePoint::Tap(0.5)),
+            other => {
+                let fraction = other.strip_prefix("tap:").unwrap_or(other);
+                match fraction.parse::<f64>() {
+                    Ok(f) if (0.0..=1.0).contains(&f) => Ok(CapturePoint::Tap(f)),
+                    _ => Err(ScenarioError::Invalid(format!(
+                        "capture point {other:?}: use client, server, tap or tap:FRACTION (0 to 1)"
+                    ))),
+                }
+            }
+        }
+    }
+}
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub client: SideConfig,
+    pub server: SideConfig,
+    pub link: LinkConfig,
+    pub workload: WorkloadConfig,
+    pub capture: Option<String>,
+}
+
+/// The named application patterns, with their defaults.
+pub const PATTERNS: &[(&str, &str)] = &[
+    (
+        "two-writes",
+        "request written in two calls (\"hello \" + \"world\\n\"), then a read; seed 002",
+    ),
+    ("one-write", "the same request in one call"),
+    ("writev", "the same request gathered into one writev call"),
+    (
+        "pipeline",
+        "two-writes requests, `depth` of them in flight (2 = double buffering, seed 000)",
+    ),
+    (
+        "bulk",
+        "a 100,000-byte block in one call, then a one-byte application reply; seed 000",
+    ),
+    (
+        "sftp",
+        "SFTP-like writes of 96 then 656 bytes, then a status reply; seed 001",
+    ),
+    (
+        "proxy-split",
+        "a 2,600-byte request split by a proxy into 1,424 + 1,176 bytes; seed 003",
+    ),
+    (
+        "http-keepalive",
+        "GET in one call; the server writes headers then body; seed 004",
+    ),
+    (
+        "interactive",
+        "one-byte keystrokes every 150 ms, each echoed; no request waits on another",
+    ),
+    ("custom", "`request` and `response` write sizes as given"),
+];
+
+/// A resolved scenario, ready to run.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub client: Side,
+    pub server: Side,
+    pub link: LinkConfig,
+    pub pattern: String,
+    pub request: Vec<u32>,
+    pub response: Vec<u32>,
+    pub depth: u32,
+    pub transactions: u32,
+    pub server_think: Nanos,
+    pub client_think: Nanos,
+    pub capture: CapturePoint,
+}
+
+/// One resolved side: its profile with overrides applied, and its options.
+#[derive(Clone, Debug)]
+pub struct Side {
+    pub profile: StackProfile,
+    pub options: SocketOptions,
+    /// The MSS option this side announces.
+    pub announced_mss: u32,
+}
+
+fn millis_to_nanos(ms: f64) -> Nanos {
+    (ms * NANOS_PER_MILLI as f64).round() as Nanos
+}
+
+impl ScenarioFile {
+    pub fn from_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
+        toml::from_str(text).map_err(|e| ScenarioError::Parse(e.message().to_string()))
+    }
+
+    /// Applies the pattern's defaults and the overrides, and checks every value.
+    pub fn resolve(&self) -> Result<Scenario, ScenarioError> {
+        let link = self.link.clone();
+        if !(link.bandwidth_bps > 0.0 && link.bandwidth_bps.is_finite()) {
+            return Err(ScenarioError::Invalid(
+                "link bandwidth must be positive".into(),
+            ));
+        }
+        for (what, v) in [
+            ("rtt_ms", Some(link.rtt_ms)),
+            ("client_to_server_ms", link.client_to_server_ms),
+            ("server_to_client_ms", link.server_to_client_ms),
+            ("jitter_ms", Some(link.jitter_ms)),
+        ] {
+            if let Some(v) = v
+                && !(0.0..600_000.0).contains(&v)
+            {
+                return Err(ScenarioError::Invalid(format!(
+                    "link {what} must be between 0 and 600000, got {v}"
+                )));
+            }
+        }
+        if !(0.0..1.0).contains(&link.loss) {
+            return Err(ScenarioError::Invalid(format!(
+                "link loss must be in [0, 1), got {}",
+                link.loss
+            )));
+        }
+        if !(576..=65_535).contains(&link.mtu) {
+            return Err(ScenarioError::Invalid(format!(
+                "link mtu must be 576 to 65535, got {}",
+                link.mtu
+            )));
+        }
+        let w = &self.workload;
+        let (mut request, mut response, mut depth, mut transactions) = match w.pattern.as_str() {
+            "two-writes" => (vec![6, 6], vec![12], 1, 10),
+            "one-write" | "writev" => (vec![12], vec![12], 1, 10),
+            "pipeline" => (vec![6, 6], vec![12], 2, 10),
+            "bulk" => (vec![100_000], vec![1], 1, 20),
+            "sftp" => (vec![96, 656], vec![28], 1, 20),
+            "proxy-split" => (vec![1424, 1176], vec![5], 1, 20),
+            "http-keepalive" => (vec![90], vec![180, 320], 1, 20),
+            "interactive" => (vec![1], vec![1], 1, 20),
+            "custom" => (Vec::new(), Vec::new(), 1, 10),
+            other => {
+                let names: Vec<&str> = PATTERNS.iter().map(|(n, _)| *n).collect();
+                return Err(ScenarioError::UnknownPattern(
+                    other.to_string(),
+                    names.join(", "),
+                ));
+            }
+        };
+        if !w.request.is_empty() {
+            request = w.request.clone();
+        }
+        if !w.response.is_empty() {
+            response = w.response.clone();
+        }
+        if w.depth != 1 {
+            depth = w.depth;
+        }
+        if w.transactions != WorkloadConfig::default().transactions {
+            transactions = w.transactions;
+        }
+        if request.is_empty() || response.is_empty() {
+            return Err(ScenarioError::Invalid(
+                "a custom pattern needs `request` and `response` write sizes".into(),
+            ));
+        }
+        if request
+            .iter()
+            .chain(&response)
+            .any(|&b| b == 0 || b > 1 << 30)
+        {
+            return Err(ScenarioError::Invalid(
+                "write sizes must be 1 byte to 1 GiB".into(),
+            ));
+        }
+        if request.len() > 64 || response.len() > 64 {
+            return Err(ScenarioError::Invalid(
+                "at most 64 writes per message".into(),
+            ));
+        }
+        if !(1..=64).contains(&depth) {
+            return Err(ScenarioError::Invalid(format!(
+                "depth must be 1 to 64, got {depth}"
+            )));
+        }
+        if !(1..=1_000_000).contains(&transactions) {
+            return Err(ScenarioError::Invalid(format!(
+                "transactions must be 1 to 1000000, got {transactions}"
+            )));
+        }
+        let mut client_think = millis_to_nanos(w.client_think_ms.max(0.0));
+        if w.pattern == "interactive" && w.client_think_ms == 0.0 {
+            client_think = 150 * NANOS_PER_MILLI;
+        }
+        let capture = match &self.capture {
+            Some(text) => CapturePoint::parse(text)?,
+            None => CapturePoint::Client,
+        };
+        Ok(Scenario {
+            client: resolve_side(&self.client, link.mtu)?,
+            server: resolve_side(&self.server, link.mtu)?,
+            link,
+            pattern: w.pattern.clone(),
+            request,
+            response,
+            depth,
+            transactions,
+            server_think: millis_to_nanos(w.server_think_ms.max(0.0)),
+            client_think,
+            capture,
+        })
+    }
+}
+
+fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, ScenarioError> {
+    let mut profile = profile::by_name(&config.stack).ok_or_else(|| {
+        ScenarioError::UnknownStack(config.stack.clone(), profile::names().join(", "))
+    })?;
+    if let Some(ms) = config.delack_ms {
+        if !(ms > 0.0 && ms <= 500.0) {
+            return Err(ScenarioError::Invalid(format!(
+                "delack_ms must be above 0 and at most 500 (RFC 1122 4.2.3.2), got {ms}"
+            )));
+        }
+        let delay = millis_to_nanos(ms);
+        profile.delayed_ack = match profile.delayed_ack {
+            crate::profile::DelayedAckTimer::GlobalTick { .. } => {
+                crate::profile::DelayedAckTimer::GlobalTick { period: delay }
+            }
+            crate::profile::DelayedAckTimer::LinuxAto { max, jiffy, .. } => {
+                crate::profile::DelayedAckTimer::LinuxAto {
+                    min: delay,
+                    max: max.max(delay),
+                    jiffy,
+                }
+            }
+            crate::profile::DelayedAckTimer::PerConnection { .. } => {
+                crate::profile::DelayedAckTimer::PerConnection { delay }
+            }
+        };
+    }
+    if let Some(nagle) = &config.nagle {
+        profile.nagle = match nagle.as_str() {
+            "classic" => crate::profile::NagleMode::Classic,
+            "minshall" => crate::profile::NagleMode::Minshall,
+            "off" => crate::profile::NagleMode::Off,
+            other => {
+                return Err(ScenarioError::Invalid(format!(
+                    "nagle {other:?}: use classic, minshall or off"
+                )));
+            }
+        };
+    }
+    let announced_mss = config.mss.unwrap_or(mtu - 40);
+    if !(88..=65_495).contains(&announced_mss) {
+        return Err(ScenarioError::Invalid(format!(
+            "mss must be 88 to 65495, got {announced_mss}"
+        )));
+    }
+    Ok(Side {
+        profile,
+        options: config.options,
+        announced_mss,
+    })
+}
