@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod simulate;
+
 use clap::{Args, Parser, Subcommand};
 use tcpstall_core::analyze::{AnalyzeOptions, Filter, analyze};
 use tcpstall_core::detect::DetectConfig;
@@ -47,6 +49,19 @@ EXAMPLES:
   tcpdump -i eth0 -w - 'tcp port 8080' | tcpstall analyze -
   tcpstall analyze --json capture.pcap | jq '.connections[].stalls[] | select(.class == \"nagle-delayed-ack\")'")]
     Analyze(AnalyzeArgs),
+    /// Simulate two TCP stacks packet by packet: latency, stalls, pcap and ground truth
+    #[command(after_help = "\
+EXIT STATUS:
+  0  the simulation ran
+  2  bad scenario or usage, or an output file could not be written
+
+EXAMPLES:
+  tcpstall simulate --client linux --server linux --pattern two-writes
+  tcpstall simulate --client macos-legacy --server macos-legacy --pattern bulk --sweep block=99000..101000
+  tcpstall simulate --client windows --server aix --pattern sftp --compare
+  tcpstall simulate --pattern proxy-split --rtt 20 --capture-point tap --pcap proxy.pcap --truth proxy.json
+  tcpstall simulate scenario.toml --timeline")]
+    Simulate(Box<simulate::SimulateArgs>),
 }
 
 #[derive(Args)]
@@ -80,6 +95,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Analyze(args) => run_analyze(args),
+        Command::Simulate(args) => match simulate::run(&args).and_then(|out| simulate::print(&out))
+        {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tcpstall: error: {e}");
+                ExitCode::from(EXIT_ERROR)
+            }
+        },
     }
 }
 

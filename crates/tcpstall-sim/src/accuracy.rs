@@ -148,3 +148,66 @@ pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accu
     }
     accuracy
 }
+
+/// One cell of the accuracy matrix.
+#[derive(Clone, Debug, Serialize)]
+pub struct MatrixCell {
+    pub client: String,
+    pub server: String,
+    pub pattern: String,
+    pub rtt_ms: f64,
+    pub capture: String,
+    pub truth_stalls: usize,
+    pub accuracy: Accuracy,
+}
+
+/// The matrix the detector is held to: every profile pair, every named pattern, round
+/// trips of 0.05, 1, 20 and 100 ms, and three capture points.
+pub fn matrix(transactions: u32, options: &AnalyzeOptions) -> Vec<MatrixCell> {
+    let profiles = crate::profile::names();
+    let patterns = [
+        "two-writes",
+        "one-write",
+        "pipeline",
+        "bulk",
+        "sftp",
+        "proxy-split",
+        "http-keepalive",
+        "interactive",
+    ];
+    let rtts = [0.05, 1.0, 20.0, 100.0];
+    let captures = ["client", "server", "tap"];
+    let mut cells = Vec::new();
+    for client in &profiles {
+        for server in &profiles {
+            for pattern in patterns {
+                for rtt in rtts {
+                    for capture in captures {
+                        let mut file = crate::ScenarioFile::default();
+                        file.client.stack = client.to_string();
+                        file.server.stack = server.to_string();
+                        file.workload.pattern = pattern.to_string();
+                        file.workload.transactions = transactions;
+                        file.link.rtt_ms = rtt;
+                        file.capture = Some(capture.to_string());
+                        let Ok(scenario) = file.resolve() else {
+                            continue;
+                        };
+                        let result = crate::run(&scenario, true);
+                        let accuracy = evaluate(&result, scenario.link.seed, options);
+                        cells.push(MatrixCell {
+                            client: client.to_string(),
+                            server: server.to_string(),
+                            pattern: pattern.to_string(),
+                            rtt_ms: rtt,
+                            capture: capture.to_string(),
+                            truth_stalls: result.stalls.len(),
+                            accuracy,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    cells
+}

@@ -34,6 +34,8 @@ pub struct WireSegment {
     /// This pure ACK was held by the delayed-ACK timer for this long after the data.
     pub ack_delay: Option<Nanos>,
     pub retransmission: bool,
+    /// This segment's data had been held, for this reason and this long.
+    pub held: Option<(HoldReason, Nanos)>,
 }
 
 /// Why a sender could not send what the application had written.
@@ -43,6 +45,17 @@ pub enum HoldReason {
     Cork,
     CongestionWindow,
     ReceiveWindow,
+}
+
+impl HoldReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldReason::Nagle => "nagle",
+            HoldReason::Cork => "cork",
+            HoldReason::CongestionWindow => "congestion-window",
+            HoldReason::ReceiveWindow => "receive-window",
+        }
+    }
 }
 
 /// A hold that ended: the simulator's ground truth for the sending side.
@@ -212,6 +225,7 @@ impl Endpoint {
             window_scale: Some(WINDOW_SCALE),
             ack_delay: None,
             retransmission: false,
+            held: None,
         }
     }
 
@@ -235,6 +249,7 @@ impl Endpoint {
             window_scale: None,
             ack_delay: None,
             retransmission: false,
+            held: None,
         }
     }
 
@@ -337,7 +352,9 @@ impl Endpoint {
                 }
                 break;
             }
+            let mut segment = self.segment(now, self.snd_nxt, len);
             if let Some((reason, since)) = self.hold.take() {
+                segment.held = Some((reason, now - since));
                 out.released.push(ReleasedHold {
                     reason,
                     since,
@@ -346,7 +363,6 @@ impl Endpoint {
                     released_by_delayed_ack: trigger.and_then(|t| t.ack_delay),
                 });
             }
-            let mut segment = self.segment(now, self.snd_nxt, len);
             segment.psh = self.snd_nxt + u64::from(len) == self.written;
             self.snd_nxt += u64::from(len);
             if partial {

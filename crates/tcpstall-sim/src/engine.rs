@@ -422,12 +422,7 @@ impl<'a> Simulation<'a> {
     }
 
     fn record_hold(&mut self, side: usize, hold: &crate::endpoint::ReleasedHold) {
-        let reason = match hold.reason {
-            HoldReason::Nagle => "nagle",
-            HoldReason::Cork => "cork",
-            HoldReason::CongestionWindow => "congestion-window",
-            HoldReason::ReceiveWindow => "receive-window",
-        };
+        let reason = hold.reason.name();
         self.result.holds.push(TruthHold {
             side: side_name(side),
             reason,

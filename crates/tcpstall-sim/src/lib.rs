@@ -8,8 +8,10 @@ pub mod accuracy;
 pub mod endpoint;
 pub mod engine;
 pub mod profile;
+pub mod report;
 pub mod scenario;
 pub mod summary;
+pub mod sweep;
 
 pub use engine::{RunResult, Simulation};
 pub use scenario::{Scenario, ScenarioFile};

@@ -1,0 +1,512 @@
+//! `tcpstall simulate`: flags and files in, the simulator's renderers out.
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use tcpstall_core::analyze::AnalyzeOptions;
+use tcpstall_core::capture::PcapWriter;
+use tcpstall_sim::engine::capture_segments;
+use tcpstall_sim::report;
+use tcpstall_sim::scenario::{PATTERNS, ScenarioFile};
+use tcpstall_sim::sweep::{PARAMETERS, SweepSpec, compare_fixes, sweep};
+use tcpstall_sim::{accuracy, profile};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Side {
+    Client,
+    Server,
+    Both,
+}
+
+#[derive(Args)]
+pub struct SimulateArgs {
+    /// Scenario file (TOML, see docs/scenario-format.md); flags override its values
+    scenario: Option<PathBuf>,
+    /// Stack of the client: linux, windows, macos, macos-legacy, freebsd, aix
+    #[arg(long, value_name = "STACK")]
+    client: Option<String>,
+    /// Stack of the server
+    #[arg(long, value_name = "STACK")]
+    server: Option<String>,
+    /// Application pattern (--patterns lists them)
+    #[arg(long, value_name = "NAME")]
+    pattern: Option<String>,
+    /// Request write sizes in bytes, comma-separated (e.g. 96,656)
+    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
+    request: Vec<u32>,
+    /// Response write sizes in bytes, comma-separated
+    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
+    response: Vec<u32>,
+    /// Requests kept in flight (2 = double buffering)
+    #[arg(long)]
+    depth: Option<u32>,
+    /// Number of transactions
+    #[arg(long, short = 'n')]
+    transactions: Option<u32>,
+    /// Server think time before each response, ms
+    #[arg(long, value_name = "MS")]
+    server_think: Option<f64>,
+    /// Client think time before each request, ms
+    #[arg(long, value_name = "MS")]
+    client_think: Option<f64>,
+    /// Set TCP_NODELAY on this side
+    #[arg(long, value_name = "SIDE")]
+    nodelay: Option<Side>,
+    /// Set TCP_QUICKACK after every read on this side
+    #[arg(long, value_name = "SIDE")]
+    quickack: Option<Side>,
+    /// Wrap each message in TCP_CORK on this side
+    #[arg(long, value_name = "SIDE")]
+    cork: Option<Side>,
+    /// Send MSG_MORE on all writes of a message but the last, on this side
+    #[arg(long, value_name = "SIDE")]
+    msg_more: Option<Side>,
+    /// MSS both sides announce (before the 12-byte timestamp option)
+    #[arg(long)]
+    mss: Option<u32>,
+    /// Both sides' delayed-ACK timer (or tick period), ms
+    #[arg(long, value_name = "MS")]
+    delack: Option<f64>,
+    /// Round-trip time, ms
+    #[arg(long, value_name = "MS")]
+    rtt: Option<f64>,
+    /// Link bandwidth, bits per second (suffixes k, M, G)
+    #[arg(long, value_name = "BPS")]
+    bandwidth: Option<String>,
+    /// Packet loss probability (0 to 1)
+    #[arg(long)]
+    loss: Option<f64>,
+    /// Extra per-packet delay, uniform from 0 to this, ms
+    #[arg(long, value_name = "MS")]
+    jitter: Option<f64>,
+    /// Seed of jitter, loss and timer phases
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where packets are captured: client, server, tap (the middle) or tap:FRACTION
+    #[arg(long, value_name = "POINT")]
+    capture_point: Option<String>,
+    /// Write the packets seen at the capture point as pcap
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Write the ground truth (every Nagle hold and delayed ACK) as JSON
+    #[arg(long, value_name = "FILE")]
+    truth: Option<PathBuf>,
+    /// Print the packets at the capture point, tcpdump-like, annotated
+    #[arg(long)]
+    timeline: bool,
+    /// Vary one parameter: PARAM=FROM..TO[:STEP] or PARAM=A,B,C (--patterns lists them)
+    #[arg(long, value_name = "SPEC")]
+    sweep: Option<String>,
+    /// Print the sweep as CSV
+    #[arg(long)]
+    csv: bool,
+    /// Run the scenario with each fix and print the speed-ups side by side
+    #[arg(long)]
+    compare: bool,
+    /// Analyze the simulated capture and score the detector against the ground truth
+    #[arg(long)]
+    check: bool,
+    /// Score the detector over the whole matrix of stacks, patterns, RTTs and capture points
+    #[arg(long)]
+    accuracy_matrix: bool,
+    /// Print JSON instead of text
+    #[arg(long)]
+    json: bool,
+    /// List the stack profiles with their values and sources
+    #[arg(long)]
+    profiles: bool,
+    /// List the application patterns and sweep parameters
+    #[arg(long)]
+    patterns: bool,
+}
+
+type Fallible<T> = Result<T, String>;
+
+fn set_side(
+    file: &mut ScenarioFile,
+    side: Option<Side>,
+    set: impl Fn(&mut tcpstall_sim::scenario::SocketOptions),
+) {
+    match side {
+        Some(Side::Client) => set(&mut file.client.options),
+        Some(Side::Server) => set(&mut file.server.options),
+        Some(Side::Both) => {
+            set(&mut file.client.options);
+            set(&mut file.server.options);
+        }
+        None => {}
+    }
+}
+
+fn parse_bandwidth(text: &str) -> Fallible<f64> {
+    let t = text
+        .trim()
+        .trim_end_matches("bit/s")
+        .trim_end_matches("bps")
+        .trim_end_matches("bit");
+    let (number, scale) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
+        _ => (t, 1.0),
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v * scale),
+        _ => Err(format!(
+            "--bandwidth {text:?}: use a number of bits per second, e.g. 1G, 100M, 512k"
+        )),
+    }
+}
+
+fn build_file(args: &SimulateArgs) -> Fallible<ScenarioFile> {
+    let mut file = match &args.scenario {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            ScenarioFile::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => ScenarioFile::default(),
+    };
+    if let Some(stack) = &args.client {
+        file.client.stack = stack.clone();
+    }
+    if let Some(stack) = &args.server {
+        file.server.stack = stack.clone();
+    }
+    if let Some(pattern) = &args.pattern {
+        file.workload.pattern = pattern.clone();
+    }
+    if !args.request.is_empty() {
+        file.workload.request = args.request.clone();
+    }
+    if !args.response.is_empty() {
+        file.workload.response = args.response.clone();
+    }
+    if let Some(depth) = args.depth {
+        file.workload.depth = depth;
+    }
+    if let Some(n) = args.transactions {
+        file.workload.transactions = n;
+    }
+    if let Some(ms) = args.server_think {
+        file.workload.server_think_ms = ms;
+    }
+    if let Some(ms) = args.client_think {
+        file.workload.client_think_ms = ms;
+    }
+    set_side(&mut file, args.nodelay, |o| o.nodelay = true);
+    set_side(&mut file, args.quickack, |o| o.quickack = true);
+    set_side(&mut file, args.cork, |o| o.cork = true);
+    set_side(&mut file, args.msg_more, |o| o.msg_more = true);
+    if let Some(mss) = args.mss {
+        file.client.mss = Some(mss);
+        file.server.mss = Some(mss);
+    }
+    if let Some(ms) = args.delack {
+        file.client.delack_ms = Some(ms);
+        file.server.delack_ms = Some(ms);
+    }
+    if let Some(rtt) = args.rtt {
+        file.link.rtt_ms = rtt;
+    }
+    if let Some(bw) = &args.bandwidth {
+        file.link.bandwidth_bps = parse_bandwidth(bw)?;
+    }
+    if let Some(loss) = args.loss {
+        file.link.loss = loss;
+    }
+    if let Some(jitter) = args.jitter {
+        file.link.jitter_ms = jitter;
+    }
+    if let Some(seed) = args.seed {
+        file.link.seed = seed;
+    }
+    if let Some(point) = &args.capture_point {
+        file.capture = Some(point.clone());
+    }
+    Ok(file)
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Fallible<String> {
+    serde_json::to_string_pretty(value)
+        .map(|mut s| {
+            s.push('\n');
+            s
+        })
+        .map_err(|e| format!("cannot encode JSON: {e}"))
+}
+
+fn write_file(path: &PathBuf, bytes: &[u8]) -> Fallible<()> {
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Runs the subcommand; returns what to print on standard output.
+pub fn run(args: &SimulateArgs) -> Fallible<String> {
+    if args.profiles {
+        return if args.json {
+            to_json(&profile::all())
+        } else {
+            Ok(profiles_text())
+        };
+    }
+    if args.patterns {
+        return Ok(patterns_text());
+    }
+    if args.accuracy_matrix {
+        return accuracy_matrix(args);
+    }
+    let file = build_file(args)?;
+    let scenario = file.resolve().map_err(|e| e.to_string())?;
+    if let Some(spec) = &args.sweep {
+        let spec = SweepSpec::parse(spec).map_err(|e| e.to_string())?;
+        let points = sweep(&file, &spec).map_err(|e| e.to_string())?;
+        if args.json {
+            return to_json(&serde_json::json!({
+                "schema_version": report::SCHEMA_VERSION,
+                "scenario": report::json_scenario(&scenario),
+                "parameter": spec.parameter,
+                "points": points,
+            }));
+        }
+        return Ok(sweep_text(&spec.parameter, &points, args.csv));
+    }
+    if args.compare {
+        let variants = compare_fixes(&file).map_err(|e| e.to_string())?;
+        if args.json {
+            return to_json(&serde_json::json!({
+                "schema_version": report::SCHEMA_VERSION,
+                "scenario": report::json_scenario(&scenario),
+                "variants": variants,
+            }));
+        }
+        let mut out = format!("scenario: {}\n\n", report::describe(&scenario));
+        let _ = writeln!(
+            out,
+            "{:<32} {:>12} {:>12} {:>10} {:>9} {:>9}",
+            "variant", "p50 ms", "mean ms", "tx/s", "stalled", "speed-up"
+        );
+        for v in &variants {
+            let _ = writeln!(
+                out,
+                "{:<32} {:>12.3} {:>12.3} {:>10.1} {:>9} {:>8.1}x",
+                v.name,
+                v.summary.latency_p50 * 1e3,
+                v.summary.latency_mean * 1e3,
+                v.summary.transactions_per_second,
+                v.summary.stalled_transactions,
+                v.speedup
+            );
+        }
+        return Ok(out);
+    }
+
+    let capture = args.pcap.is_some() || args.timeline || args.check;
+    let result = tcpstall_sim::run(&scenario, capture);
+    if let Some(path) = &args.pcap {
+        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut writer = PcapWriter::new(BufWriter::new(file), 0)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        for segment in capture_segments(&result, scenario.link.seed) {
+            writer
+                .write_segment(&segment)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        writer
+            .flush()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.truth {
+        write_file(path, to_json(&report::truth(&result))?.as_bytes())?;
+    }
+    let check = args
+        .check
+        .then(|| accuracy::evaluate(&result, scenario.link.seed, &AnalyzeOptions::default()));
+    if args.json {
+        let mut value = serde_json::to_value(report::json_run(&scenario, &result))
+            .map_err(|e| e.to_string())?;
+        if let Some(check) = &check {
+            value["check"] = serde_json::to_value(check).map_err(|e| e.to_string())?;
+        }
+        return to_json(&value);
+    }
+    let mut out = report::text(&scenario, &result);
+    if let Some(check) = check {
+        let _ = writeln!(
+            out,
+            "check:        analyzer on this capture: {} found, {} false, {} missed (precision {:.3}, recall {:.3})",
+            check.true_positives,
+            check.false_positives,
+            check.false_negatives,
+            check.precision(),
+            check.recall()
+        );
+        for miss in &check.misses {
+            let _ = writeln!(out, "              {miss}");
+        }
+    }
+    if args.timeline {
+        out.push('\n');
+        out.push_str(&report::timeline(&result, 10_000));
+    }
+    Ok(out)
+}
+
+fn sweep_text(parameter: &str, points: &[tcpstall_sim::sweep::SweepPoint], csv: bool) -> String {
+    let mut out = String::new();
+    if csv {
+        let _ = writeln!(
+            out,
+            "{parameter},transactions,stalled,latency_mean_ms,latency_p50_ms,transactions_per_s,throughput_mbps"
+        );
+        for p in points {
+            let s = &p.summary;
+            let _ = writeln!(
+                out,
+                "{},{},{},{:.4},{:.4},{:.2},{:.3}",
+                p.value,
+                s.transactions,
+                s.stalled_transactions,
+                s.latency_mean * 1e3,
+                s.latency_p50 * 1e3,
+                s.transactions_per_second,
+                s.throughput_bps / 1e6
+            );
+        }
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:>10} {:>8} {:>12} {:>12} {:>12}  throughput",
+        parameter, "stalled", "mean ms", "p50 ms", "Mbit/s"
+    );
+    let best = points
+        .iter()
+        .map(|p| p.summary.throughput_bps)
+        .fold(0.0, f64::max);
+    for p in points {
+        let s = &p.summary;
+        let bar = if best > 0.0 {
+            (s.throughput_bps / best * 30.0).round() as usize
+        } else {
+            0
+        };
+        let _ = writeln!(
+            out,
+            "{:>10} {:>8} {:>12.3} {:>12.3} {:>12.3}  {}",
+            p.value,
+            format!("{}/{}", s.stalled_transactions, s.transactions),
+            s.latency_mean * 1e3,
+            s.latency_p50 * 1e3,
+            s.throughput_bps / 1e6,
+            "#".repeat(bar)
+        );
+    }
+    out
+}
+
+fn profiles_text() -> String {
+    let mut out = String::new();
+    for p in profile::all() {
+        let _ = writeln!(out, "{} ({})", p.name, p.description);
+        let _ = writeln!(
+            out,
+            "  nagle {:?}, timestamps {}, initial window {}, delayed ACK {:?}, ACK every {} segments, quick-ack {}, ping-pong {}, min RTO {} ms ({:?}), cork flush {}",
+            p.nagle,
+            p.timestamps,
+            p.initial_window,
+            p.delayed_ack,
+            p.ack_every_segments,
+            p.quickack_segments,
+            p.pingpong,
+            p.min_rto / 1_000_000,
+            p.rto_rule,
+            p.cork_flush
+                .map_or("none".to_string(), |c| format!("{} ms", c / 1_000_000))
+        );
+        for (value, source) in p.sources {
+            let _ = writeln!(out, "    {value}: {source}");
+        }
+    }
+    out
+}
+
+fn patterns_text() -> String {
+    let mut out = String::from("patterns:\n");
+    for (name, what) in PATTERNS {
+        let _ = writeln!(out, "  {name:<16} {what}");
+    }
+    out.push_str("\nsweep parameters:\n");
+    for (name, what) in PARAMETERS {
+        let _ = writeln!(out, "  {name:<16} {what}");
+    }
+    out
+}
+
+fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
+    let transactions = args.transactions.unwrap_or(8);
+    let cells = accuracy::matrix(transactions, &AnalyzeOptions::default());
+    let mut total = accuracy::Accuracy::default();
+    for cell in &cells {
+        total.add(&cell.accuracy);
+    }
+    if args.json {
+        return to_json(&serde_json::json!({
+            "schema_version": report::SCHEMA_VERSION,
+            "runs": cells.len(),
+            "true_positives": total.true_positives,
+            "false_positives": total.false_positives,
+            "false_negatives": total.false_negatives,
+            "precision": total.precision(),
+            "recall": total.recall(),
+            "cells": cells,
+        }));
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} runs: {} stacks x {} stacks x 8 patterns x RTT 0.05/1/20/100 ms x capture at client/server/tap, {} transactions each",
+        cells.len(),
+        profile::names().len(),
+        profile::names().len(),
+        transactions
+    );
+    let _ = writeln!(
+        out,
+        "ground-truth stalls {}, found {}, false {}, missed {}",
+        total.true_positives + total.false_negatives,
+        total.true_positives,
+        total.false_positives,
+        total.false_negatives
+    );
+    let _ = writeln!(
+        out,
+        "precision {:.4}, recall {:.4}",
+        total.precision(),
+        total.recall()
+    );
+    for cell in cells.iter().filter(|c| !c.accuracy.misses.is_empty()) {
+        let _ = writeln!(
+            out,
+            "  {} -> {} {} RTT {} ms at {}: {}",
+            cell.client,
+            cell.server,
+            cell.pattern,
+            cell.rtt_ms,
+            cell.capture,
+            cell.accuracy.misses.join("; ")
+        );
+    }
+    Ok(out)
+}
+
+/// Prints to standard output, ignoring a closed pipe.
+pub fn print(text: &str) -> Fallible<()> {
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(format!("writing the report: {e}")),
+    }
+}

@@ -1,0 +1,213 @@
+//! Runs over many scenarios: a sweep of one parameter, and the fixed variants of one
+//! scenario side by side.
+
+use serde::Serialize;
+
+use crate::report::request_response_bytes;
+use crate::scenario::{ScenarioError, ScenarioFile};
+use crate::summary::{Summary, summarize};
+
+/// Parameters a sweep can vary.
+pub const PARAMETERS: &[(&str, &str)] = &[
+    ("block", "the request, written in one call (bytes)"),
+    ("write1", "the request's first write (bytes)"),
+    ("write2", "the request's second write (bytes)"),
+    ("response", "the response, written in one call (bytes)"),
+    (
+        "mss",
+        "the MSS both sides announce (bytes, before the timestamp option)",
+    ),
+    ("delack", "both sides' delayed-ACK timer (ms)"),
+    ("rtt", "the round trip (ms)"),
+    ("depth", "requests in flight"),
+];
+
+/// A parsed `--sweep PARAM=FROM..TO[:STEP]` or `PARAM=A,B,C`.
+#[derive(Clone, Debug)]
+pub struct SweepSpec {
+    pub parameter: String,
+    pub values: Vec<f64>,
+}
+
+/// At most this many points, so a typo cannot start an endless run.
+pub const MAX_POINTS: usize = 100_000;
+
+impl SweepSpec {
+    pub fn parse(text: &str) -> Result<SweepSpec, ScenarioError> {
+        let (parameter, range) = text.split_once('=').ok_or_else(|| {
+            ScenarioError::Invalid(format!(
+                "sweep {text:?}: use PARAM=FROM..TO[:STEP] or PARAM=A,B,C"
+            ))
+        })?;
+        if !PARAMETERS.iter().any(|(p, _)| *p == parameter) {
+            let names: Vec<&str> = PARAMETERS.iter().map(|(p, _)| *p).collect();
+            return Err(ScenarioError::Invalid(format!(
+                "sweep parameter {parameter:?}: one of {}",
+                names.join(", ")
+            )));
+        }
+        let number = |s: &str| {
+            s.trim()
+                .replace('_', "")
+                .parse::<f64>()
+                .map_err(|_| ScenarioError::Invalid(format!("sweep value {s:?} is not a number")))
+        };
+        let values = if let Some((from, rest)) = range.split_once("..") {
+            let (to, step) = match rest.split_once(':') {
+                Some((to, step)) => (number(to)?, number(step)?),
+                None => (number(rest)?, 1.0),
+            };
+            let from = number(from)?;
+            if step.is_nan() || step <= 0.0 || to < from {
+                return Err(ScenarioError::Invalid(
+                    "sweep needs FROM <= TO and a positive STEP".into(),
+                ));
+            }
+            let count = ((to - from) / step).floor() as usize + 1;
+            if count > MAX_POINTS {
+                return Err(ScenarioError::Invalid(format!(
+                    "sweep of {count} points: at most {MAX_POINTS}"
+                )));
+            }
+            (0..count).map(|i| from + i as f64 * step).collect()
+        } else {
+            range
+                .split(',')
+                .map(number)
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        if values.is_empty() || values.len() > MAX_POINTS {
+            return Err(ScenarioError::Invalid(
+                "sweep needs 1 to 100000 values".into(),
+            ));
+        }
+        Ok(SweepSpec {
+            parameter: parameter.to_string(),
+            values,
+        })
+    }
+}
+
+/// One point of a sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepPoint {
+    pub value: f64,
+    pub summary: Summary,
+}
+
+/// Sets one parameter of a scenario file.
+pub fn apply(file: &mut ScenarioFile, parameter: &str, value: f64) -> Result<(), ScenarioError> {
+    let bytes = || -> Result<u32, ScenarioError> {
+        if value >= 1.0 && value <= f64::from(1u32 << 30) {
+            Ok(value as u32)
+        } else {
+            Err(ScenarioError::Invalid(format!(
+                "{parameter} {value} is out of range"
+            )))
+        }
+    };
+    let resolved = file.resolve()?;
+    match parameter {
+        "block" => file.workload.request = vec![bytes()?],
+        "write1" | "write2" => {
+            let mut request = resolved.request.clone();
+            if request.len() < 2 {
+                request.resize(2, 1);
+            }
+            request[usize::from(parameter == "write2")] = bytes()?;
+            file.workload.request = request;
+        }
+        "response" => file.workload.response = vec![bytes()?],
+        "mss" => {
+            file.client.mss = Some(bytes()?);
+            file.server.mss = Some(bytes()?);
+        }
+        "delack" => {
+            file.client.delack_ms = Some(value);
+            file.server.delack_ms = Some(value);
+        }
+        "rtt" => {
+            file.link.rtt_ms = value;
+            file.link.client_to_server_ms = None;
+            file.link.server_to_client_ms = None;
+        }
+        "depth" => file.workload.depth = value as u32,
+        other => {
+            return Err(ScenarioError::Invalid(format!(
+                "unknown sweep parameter {other:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Runs every point of a sweep (without captures).
+pub fn sweep(file: &ScenarioFile, spec: &SweepSpec) -> Result<Vec<SweepPoint>, ScenarioError> {
+    let mut points = Vec::with_capacity(spec.values.len());
+    for &value in &spec.values {
+        let mut point = file.clone();
+        apply(&mut point, &spec.parameter, value)?;
+        let scenario = point.resolve()?;
+        let result = crate::run(&scenario, false);
+        let (req, resp) = request_response_bytes(&scenario);
+        points.push(SweepPoint {
+            value,
+            summary: summarize(&result, req, resp),
+        });
+    }
+    Ok(points)
+}
+
+/// One variant of a scenario with a fix applied.
+#[derive(Clone, Debug, Serialize)]
+pub struct Variant {
+    pub name: String,
+    pub summary: Summary,
+    /// This variant's transactions per second over those of the scenario as given.
+    pub speedup: f64,
+}
+
+/// The scenario as given, then each fix on its own: each message in one write,
+/// two requests in flight, TCP_NODELAY on both sides, TCP_QUICKACK on both sides.
+pub fn compare_fixes(file: &ScenarioFile) -> Result<Vec<Variant>, ScenarioError> {
+    let base = file.resolve()?;
+    let mut variants: Vec<(String, ScenarioFile)> = vec![("as given".into(), file.clone())];
+    let mut one_write = file.clone();
+    one_write.workload.request = vec![base.request.iter().sum()];
+    one_write.workload.response = vec![base.response.iter().sum()];
+    variants.push(("one write per message".into(), one_write));
+    if base.depth == 1 {
+        let mut pipelined = file.clone();
+        pipelined.workload.depth = 2;
+        variants.push(("two requests in flight".into(), pipelined));
+    }
+    let mut nodelay = file.clone();
+    nodelay.client.options.nodelay = true;
+    nodelay.server.options.nodelay = true;
+    variants.push(("TCP_NODELAY (Nagle off)".into(), nodelay));
+    let mut quickack = file.clone();
+    quickack.client.options.quickack = true;
+    quickack.server.options.quickack = true;
+    variants.push(("TCP_QUICKACK after every read".into(), quickack));
+
+    let mut out = Vec::new();
+    let mut base_rate = None;
+    for (name, variant) in variants {
+        let scenario = variant.resolve()?;
+        let result = crate::run(&scenario, false);
+        let (req, resp) = request_response_bytes(&scenario);
+        let summary = summarize(&result, req, resp);
+        let base = *base_rate.get_or_insert(summary.transactions_per_second);
+        let speedup = if base > 0.0 {
+            summary.transactions_per_second / base
+        } else {
+            1.0
+        };
+        out.push(Variant {
+            name,
+            summary,
+            speedup,
+        });
+    }
+    Ok(out)
+}
