@@ -128,7 +128,7 @@ pub fn analyze<R: Read + Send + 'static>(
     }
     let connections = flows.into_connections();
     summary.duplicates = connections.iter().map(|c| c.duplicates).sum();
-    let mut diagnoses: Vec<ConnectionDiagnosis> = connections.iter().map(diagnose).collect();
+    let mut diagnoses: Vec<ConnectionDiagnosis> = connections.into_iter().map(diagnose).collect();
     diagnoses.sort_by(|a, b| {
         b.time_lost
             .cmp(&a.time_lost)

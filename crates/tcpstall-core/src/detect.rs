@@ -336,7 +336,7 @@ fn window_held_sender(ctx: &GapContext, ack: &PeerSegment) -> bool {
 /// Nagle (RFC 896, RFC 1122 4.2.3.4) holds only a segment smaller than the MSS while
 /// data is unacknowledged; a full segment held back needs another limit.
 fn nagle_could_hold(ctx: &GapContext) -> bool {
-    ctx.segment_bytes > 0 && ctx.segment_bytes < ctx.sender_mss
+    ctx.segment_bytes < ctx.sender_mss
 }
 
 fn nagle_pattern(ctx: &GapContext, ack: &PeerSegment) -> Pattern {

@@ -231,16 +231,13 @@ impl ConnectionDiagnosis {
 }
 
 /// Concludes on one tracked connection.
-pub fn diagnose(connection: &Connection) -> ConnectionDiagnosis {
+pub fn diagnose(mut connection: Connection) -> ConnectionDiagnosis {
+    let events = std::mem::take(&mut connection.events);
     let client_side = connection.client_side();
     let server_side = 1 - client_side;
     let mut side_roles = [Role::Client; 2];
     side_roles[server_side] = Role::Server;
-    let tcp_stalls: Vec<&StallEvent> = connection
-        .events
-        .iter()
-        .filter(|e| e.class.is_tcp_stall())
-        .collect();
+    let tcp_stalls: Vec<&StallEvent> = events.iter().filter(|e| e.class.is_tcp_stall()).collect();
     let time_lost: Nanos = tcp_stalls.iter().map(|e| e.duration()).sum();
 
     let delayer_side = most_common(tcp_stalls.iter().filter_map(|e| e.delayer));
@@ -273,7 +270,7 @@ pub fn diagnose(connection: &Connection) -> ConnectionDiagnosis {
     let pattern = most_common_pattern(&nagle);
     let classic_nagle_evidence = nagle.iter().any(|e| !e.evidence.outstanding_small_segment);
 
-    let has = |class: StallClass| connection.events.iter().any(|e| e.class == class);
+    let has = |class: StallClass| events.iter().any(|e| e.class == class);
     let verdict = if has(StallClass::NagleDelayedAck) {
         Verdict::NagleDelayedAckStalls
     } else if has(StallClass::DelayedAck) {
@@ -307,7 +304,7 @@ pub fn diagnose(connection: &Connection) -> ConnectionDiagnosis {
         server_mss: connection.send_mss(server_side),
         client_path_rtt: connection.dirs[client_side].path_rtt,
         server_path_rtt: connection.dirs[server_side].path_rtt,
-        events: connection.events.clone(),
+        events: Vec::new(),
         side_roles,
         endpoints: connection.endpoints,
         verdict,
@@ -320,6 +317,9 @@ pub fn diagnose(connection: &Connection) -> ConnectionDiagnosis {
         classic_nagle_evidence,
         fixes: Vec::new(),
     };
+    drop(tcp_stalls);
+    drop(nagle);
+    diagnosis.events = events;
     diagnosis.fixes = rank_fixes(&diagnosis, holder_side, delayer_side);
     diagnosis
 }

@@ -50,6 +50,8 @@ pub struct Direction {
     /// Highest cumulative ACK received from the other side.
     snd_una: u64,
     in_flight: VecDeque<InFlight>,
+    /// How many of them are smaller than the MSS.
+    small_in_flight: u32,
     /// This side's SYN options.
     pub syn_seen: bool,
     pub mss_option: Option<u16>,
@@ -366,13 +368,14 @@ impl Connection {
         }
         outcome.advanced = true;
         outcome.outstanding_before = peer.snd_max - peer.snd_una;
-        outcome.outstanding_small = peer.in_flight.iter().any(|f| f.small);
+        outcome.outstanding_small = peer.small_in_flight > 0;
         let mut rtt_sample = None;
         while let Some(&done) = peer.in_flight.front() {
             if done.end > ack {
                 break;
             }
             peer.in_flight.pop_front();
+            peer.small_in_flight -= u32::from(done.small);
             outcome.newest_time = Some(done.time);
             outcome.newest_small = done.small;
             outcome.newest_began_message = done.began_message;
@@ -477,9 +480,12 @@ impl Connection {
         if !small {
             dir.message_full_segments += 1;
         }
-        if dir.in_flight.len() == MAX_TRACKED_IN_FLIGHT {
-            dir.in_flight.pop_front();
+        if dir.in_flight.len() == MAX_TRACKED_IN_FLIGHT
+            && let Some(oldest) = dir.in_flight.pop_front()
+        {
+            dir.small_in_flight -= u32::from(oldest.small);
         }
+        dir.small_in_flight += u32::from(small);
         dir.in_flight.push_back(InFlight {
             end: seq_end,
             time: t,
@@ -511,8 +517,10 @@ impl Connection {
     /// Frees what only an open connection needs.
     fn release_tracking(&mut self) {
         self.released = true;
+        self.gaps = Vec::new();
         for dir in &mut self.dirs {
             dir.in_flight = VecDeque::new();
+            dir.small_in_flight = 0;
         }
     }
 
@@ -622,6 +630,7 @@ impl FlowTable {
     pub fn into_connections(mut self) -> Vec<Connection> {
         for connection in &mut self.connections {
             connection.classify_gaps(&self.config);
+            connection.release_tracking();
         }
         self.connections
     }

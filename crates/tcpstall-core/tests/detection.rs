@@ -114,9 +114,9 @@ impl Wire {
     }
 
     fn only(self) -> ConnectionDiagnosis {
-        let connections = self.table.into_connections();
+        let mut connections = self.table.into_connections();
         assert_eq!(connections.len(), 1);
-        diagnose(&connections[0])
+        diagnose(connections.remove(0))
     }
 }
 

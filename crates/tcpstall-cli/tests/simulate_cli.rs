@@ -1,0 +1,157 @@
+//! `tcpstall simulate` through the real binary: its outputs, and that `analyze` finds in
+//! the simulated capture what the ground truth says.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn tcpstall(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+        .args(args)
+        .output()
+        .expect("run tcpstall")
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tcpstall-simulate-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn simulated_capture_is_diagnosed_as_the_truth_says() {
+    let dir = temp("pcap");
+    let pcap = dir.join("proxy.pcap");
+    let truth = dir.join("proxy.json");
+    let out = tcpstall(&[
+        "simulate",
+        "--pattern",
+        "proxy-split",
+        "--rtt",
+        "20",
+        "--capture-point",
+        "tap",
+        "--pcap",
+        pcap.to_str().unwrap(),
+        "--truth",
+        truth.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let truth: Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
+    let truth_stalls = truth["stalls"].as_array().unwrap();
+    assert_eq!(truth_stalls.len(), 19);
+    let out = tcpstall(&["analyze", "--json", pcap.to_str().unwrap()]);
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &report["connections"][0];
+    assert_eq!(c["stall_count"], 19);
+    assert_eq!(c["holder"], c["client"]);
+    assert_eq!(c["delayed_ack"]["timer"], "40ms");
+    let capture = c["capture_position"].as_f64().unwrap();
+    assert!((0.4..0.6).contains(&capture), "capture point at {capture}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn json_report_has_summary_transactions_and_truth() {
+    let out = tcpstall(&[
+        "simulate",
+        "--json",
+        "--client",
+        "windows",
+        "--server",
+        "aix",
+        "--pattern",
+        "sftp",
+    ]);
+    assert!(out.status.success());
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["scenario"]["client"], "windows");
+    assert_eq!(report["transactions"].as_array().unwrap().len(), 20);
+    let p50 = report["summary"]["latency_p50"].as_f64().unwrap();
+    assert!((0.15..0.21).contains(&p50), "{p50}");
+    assert!(
+        !report["truth"]["delayed_acks"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn sweep_as_csv_and_timeline() {
+    let out = tcpstall(&[
+        "simulate",
+        "--client",
+        "macos-legacy",
+        "--server",
+        "macos-legacy",
+        "--pattern",
+        "bulk",
+        "-n",
+        "3",
+        "--sweep",
+        "block=99911..99914",
+        "--csv",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 5, "{text}");
+    assert!(rows[0].starts_with("block,"));
+    // 99,911 bytes are 68 full segments and a tail (even: no stall), 99,912 exactly 69
+    // (no tail: no stall), 99,913 and 99,914 are 69 and a tail (odd: stall).
+    let stalled: Vec<&str> = rows[1..]
+        .iter()
+        .map(|r| r.split(',').nth(2).unwrap())
+        .collect();
+    assert_eq!(stalled, ["0", "0", "3", "3"], "{text}");
+
+    let out = tcpstall(&["simulate", "--timeline", "-n", "3"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[nagle held"), "{text}");
+    assert!(text.contains("[delayed ACK"), "{text}");
+}
+
+#[test]
+fn scenario_file_and_bad_input() {
+    let dir = temp("toml");
+    let file = dir.join("seed004.toml");
+    std::fs::write(
+        &file,
+        "[client]\nstack = \"linux\"\n[server]\nstack = \"linux\"\n[workload]\npattern = \"http-keepalive\"\ntransactions = 5\n[link]\nrtt_ms = 1\n",
+    )
+    .unwrap();
+    let out = tcpstall(&["simulate", "--json", file.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["scenario"]["pattern"], "http-keepalive");
+    assert_eq!(report["summary"]["stalled_transactions"], 4);
+
+    std::fs::write(&file, "[client]\nstack = \"solaris\"\n").unwrap();
+    for args in [
+        vec!["simulate", file.to_str().unwrap()],
+        vec!["simulate", "--client", "plan9"],
+        vec!["simulate", "--pattern", "nope"],
+        vec!["simulate", "--sweep", "block=5..1"],
+        vec!["simulate", "--rtt=-1"],
+        vec!["simulate", "--bandwidth", "fast"],
+    ] {
+        let out = tcpstall(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("tcpstall: error:"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
