@@ -1,0 +1,1 @@
+//! The lab: real sockets on this kernel, driven by the simulator's scenarios.

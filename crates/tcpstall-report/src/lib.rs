@@ -1,0 +1,1 @@
+//! Pictures people read at a glance: time-sequence graphs, histograms, the HTML report.
