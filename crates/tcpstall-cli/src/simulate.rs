@@ -411,23 +411,39 @@ fn profiles_text() -> String {
     let mut out = String::new();
     for p in profile::all() {
         let _ = writeln!(out, "{} ({})", p.name, p.description);
-        let _ = writeln!(
-            out,
-            "  nagle {:?}, timestamps {}, initial window {}, delayed ACK {:?}, ACK every {} segments, quick-ack {}, ping-pong {}, min RTO {} ms ({:?}), cork flush {}",
-            p.nagle,
-            p.timestamps,
-            p.initial_window,
-            p.delayed_ack,
-            p.ack_every_segments,
-            p.quickack_segments,
-            p.pingpong,
-            p.min_rto / 1_000_000,
-            p.rto_rule,
-            p.cork_flush
-                .map_or("none".to_string(), |c| format!("{} ms", c / 1_000_000))
-        );
-        for (value, source) in p.sources {
-            let _ = writeln!(out, "    {value}: {source}");
+        let rows = [
+            ("nagle", p.nagle.describe().to_string()),
+            (
+                "timestamps",
+                if p.timestamps {
+                    "on (MSS 1448 on Ethernet)"
+                } else {
+                    "off (MSS 1460 on Ethernet)"
+                }
+                .to_string(),
+            ),
+            ("initial_window", format!("{} segments", p.initial_window)),
+            ("delayed_ack", p.delayed_ack.describe()),
+            (
+                "ack_every_segments",
+                format!("{} segments", p.ack_every_segments),
+            ),
+            ("quickack_segments", format!("{}", p.quickack_segments)),
+            ("pingpong", format!("{}", p.pingpong)),
+            ("min_rto", p.rto_rule.describe(p.min_rto)),
+            (
+                "cork_flush",
+                p.cork_flush
+                    .map_or("none".to_string(), |c| format!("{} ms", c / 1_000_000)),
+            ),
+        ];
+        for (key, value) in rows {
+            let source = p
+                .sources
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or("", |(_, s)| s);
+            let _ = writeln!(out, "  {key:<19} {value:<48} {source}");
         }
     }
     out

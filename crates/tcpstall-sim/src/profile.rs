@@ -6,6 +6,11 @@ use serde::Serialize;
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 
+fn ms(n: Nanos) -> String {
+    let text = format!("{:.1}", n as f64 / MS as f64);
+    text.trim_end_matches(".0").to_string()
+}
+
 /// How a stack holds sub-MSS segments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -47,6 +52,47 @@ pub enum RtoRule {
     LinuxVarianceFloor,
     /// FreeBSD: RFC 6298 at least the minimum (rexmit_min), plus rexmit_slop.
     FreeBsdSlop { slop: Nanos },
+}
+
+impl NagleMode {
+    pub fn describe(self) -> &'static str {
+        match self {
+            NagleMode::Classic => "classic (RFC 896)",
+            NagleMode::Minshall => "Minshall's variant",
+            NagleMode::Off => "off",
+        }
+    }
+}
+
+impl DelayedAckTimer {
+    pub fn describe(&self) -> String {
+        match *self {
+            DelayedAckTimer::PerConnection { delay } => {
+                format!("{} ms timer per connection", ms(delay))
+            }
+            DelayedAckTimer::GlobalTick { period } => {
+                format!("global {} ms tick (0 to {} ms)", ms(period), ms(period))
+            }
+            DelayedAckTimer::LinuxAto { min, max, jiffy } => format!(
+                "ato {} to {} ms, on {} ms jiffies, fired one jiffy late",
+                ms(min),
+                ms(max),
+                ms(jiffy)
+            ),
+        }
+    }
+}
+
+impl RtoRule {
+    pub fn describe(&self, min_rto: Nanos) -> String {
+        match *self {
+            RtoRule::Rfc6298 => format!("SRTT + 4 RTTVAR, at least {} ms", ms(min_rto)),
+            RtoRule::LinuxVarianceFloor => format!("SRTT + max(RTTVAR, {} ms)", ms(min_rto)),
+            RtoRule::FreeBsdSlop { slop } => {
+                format!("max(SRTT + 4 RTTVAR, {} ms) + {} ms", ms(min_rto), ms(slop))
+            }
+        }
+    }
 }
 
 /// One stack's values.

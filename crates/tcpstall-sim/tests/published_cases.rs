@@ -262,3 +262,47 @@ fn a_single_check_names_every_miss() {
         (9, 0, 0)
     );
 }
+
+/// The scenario files shipped in `scenarios/` parse, run, and stall as their comments say.
+#[test]
+fn shipped_scenario_files_reproduce_their_seeds() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let file = ScenarioFile::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let (s, _) = simulate(&file);
+        assert!(s.completed, "{}", path.display());
+        assert!(
+            s.stalled_transactions + 1 >= s.transactions,
+            "{}: {} of {} stalled",
+            path.display(),
+            s.stalled_transactions,
+            s.transactions
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 5);
+}
+
+#[test]
+fn scenario_files_with_unknown_keys_or_values_are_refused() {
+    for (text, needle) in [
+        ("[client]\nstack = \"linux\"\nnodelayy = true\n", "unknown field"),
+        ("[workload]\npattern = \"two-writes\"\ndepth = 0\n", "depth"),
+        ("[link]\nloss = 1.5\n", "loss"),
+        ("[client]\ndelack_ms = 900\n", "500"),
+        ("capture = \"tap:1.5\"\n", "capture point"),
+        ("[workload]\npattern = \"custom\"\n", "custom"),
+    ] {
+        let err = ScenarioFile::from_toml(text)
+            .and_then(|f| f.resolve())
+            .expect_err(text)
+            .to_string();
+        assert!(err.contains(needle), "{text:?}: {err}");
+    }
+}
