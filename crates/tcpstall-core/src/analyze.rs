@@ -49,6 +49,10 @@ pub struct InputSummary {
     pub tcp_segments: u64,
     pub filtered_out: u64,
     pub duplicates: u64,
+    /// Segments that arrived just after their connection closed (its last ACK).
+    pub late_segments: u64,
+    /// Connections ended because they fell silent, or because too many were open.
+    pub connections_ended_idle: u64,
     pub skipped: SkipCounts,
     pub first_time: Option<Nanos>,
     pub last_time: Option<Nanos>,
@@ -61,7 +65,49 @@ pub struct Analysis {
     pub input: InputSummary,
     /// Worst first: most time lost to TCP stalls, then other gaps, then by start time.
     pub connections: Vec<ConnectionDiagnosis>,
+    /// Connections without any gap beyond the first [`MAX_QUIET_LISTED`]: only counted.
+    pub unlisted_quiet: QuietTotals,
     pub min_gap: Nanos,
+}
+
+/// Connections listed without any gap; beyond this they are only counted, so a capture
+/// of millions of short connections stays within a fixed memory budget.
+pub const MAX_QUIET_LISTED: usize = 100_000;
+
+/// Totals of the connections not listed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QuietTotals {
+    pub connections: u64,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Diagnoses connections as they end, keeping every one with a gap and the first
+/// [`MAX_QUIET_LISTED`] without.
+#[derive(Default)]
+struct Collector {
+    diagnoses: Vec<ConnectionDiagnosis>,
+    quiet_listed: usize,
+    unlisted_quiet: QuietTotals,
+    duplicates: u64,
+}
+
+impl Collector {
+    fn take(&mut self, connection: crate::flow::Connection) {
+        self.duplicates += connection.duplicates;
+        let diagnosis = diagnose(connection);
+        if diagnosis.gap_count() == 0 {
+            if self.quiet_listed >= MAX_QUIET_LISTED {
+                self.unlisted_quiet.connections += 1;
+                self.unlisted_quiet.packets += diagnosis.packets;
+                self.unlisted_quiet.bytes +=
+                    diagnosis.bytes_client_to_server + diagnosis.bytes_server_to_client;
+                return;
+            }
+            self.quiet_listed += 1;
+        }
+        self.diagnoses.push(diagnosis);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +126,7 @@ pub fn analyze<R: Read + Send + 'static>(
 ) -> Result<Analysis, AnalyzeError> {
     let reader = CaptureReader::new(input)?;
     let mut flows = FlowTable::new(options.detect);
+    let mut collector = Collector::default();
     let mut summary = InputSummary {
         source: source.to_string(),
         ..InputSummary::default()
@@ -100,6 +147,11 @@ pub fn analyze<R: Read + Send + 'static>(
                 summary.tcp_segments += 1;
                 if options.filter.matches(&segment) {
                     flows.observe(&segment, packet.number);
+                    if flows.has_ended() {
+                        for connection in flows.take_ended() {
+                            collector.take(connection);
+                        }
+                    }
                 } else {
                     summary.filtered_out += 1;
                 }
@@ -126,18 +178,23 @@ pub fn analyze<R: Read + Send + 'static>(
     if summary.tcp_segments == 0 {
         return Err(AnalyzeError::NoTcp(describe_no_tcp(&summary)));
     }
-    let connections = flows.into_connections();
-    summary.duplicates = connections.iter().map(|c| c.duplicates).sum();
-    let mut diagnoses: Vec<ConnectionDiagnosis> = connections.into_iter().map(diagnose).collect();
+    summary.late_segments = flows.late_segments;
+    summary.connections_ended_idle = flows.ended_idle;
+    for connection in flows.into_connections() {
+        collector.take(connection);
+    }
+    summary.duplicates = collector.duplicates;
+    let mut diagnoses = collector.diagnoses;
     diagnoses.sort_by(|a, b| {
         b.time_lost
             .cmp(&a.time_lost)
-            .then_with(|| b.events.len().cmp(&a.events.len()))
+            .then_with(|| b.gap_count().cmp(&a.gap_count()))
             .then_with(|| a.first_time.cmp(&b.first_time))
     });
     Ok(Analysis {
         input: summary,
         connections: diagnoses,
+        unlisted_quiet: collector.unlisted_quiet,
         min_gap: options.detect.min_gap,
     })
 }

@@ -52,6 +52,17 @@ impl StallClass {
         }
     }
 
+    /// Position in [`StallClass::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// How many gaps of this class one connection lists; beyond that they are only
+    /// counted, so memory stays bounded on pathological captures.
+    pub fn listing_limit(self) -> usize {
+        if self.is_tcp_stall() { 100_000 } else { 1_000 }
+    }
+
     pub fn from_name(name: &str) -> Option<StallClass> {
         StallClass::ALL.into_iter().find(|c| c.name() == name)
     }

@@ -171,8 +171,10 @@ pub struct ConnectionDiagnosis {
     /// Round trip from the capture point to each endpoint and back.
     pub client_path_rtt: Option<Nanos>,
     pub server_path_rtt: Option<Nanos>,
-    /// Every classified gap, in time order.
+    /// Every classified gap, in time order (up to each class's listing limit).
     pub events: Vec<StallEvent>,
+    /// Gaps beyond the listing limits: (count, total duration) by class index.
+    pub unlisted: [(u64, Nanos); 6],
     /// Which role each event side is.
     side_roles: [Role; 2],
     pub endpoints: [SocketAddr; 2],
@@ -226,7 +228,25 @@ impl ConnectionDiagnosis {
             entry.0 += 1;
             entry.1 += event.duration();
         }
+        for class in StallClass::ALL {
+            let (count, total) = self.unlisted[class.index()];
+            if count > 0 {
+                let entry = counts.entry(class).or_insert((0, 0));
+                entry.0 += count as usize;
+                entry.1 += total;
+            }
+        }
         counts
+    }
+
+    /// Gaps of any class, listed or not.
+    pub fn gap_count(&self) -> usize {
+        self.events.len()
+            + self
+                .unlisted
+                .iter()
+                .map(|(n, _)| *n as usize)
+                .sum::<usize>()
     }
 }
 
@@ -238,7 +258,19 @@ pub fn diagnose(mut connection: Connection) -> ConnectionDiagnosis {
     let mut side_roles = [Role::Client; 2];
     side_roles[server_side] = Role::Server;
     let tcp_stalls: Vec<&StallEvent> = events.iter().filter(|e| e.class.is_tcp_stall()).collect();
-    let time_lost: Nanos = tcp_stalls.iter().map(|e| e.duration()).sum();
+    let unlisted = connection.unlisted;
+    let unlisted_stalls: Vec<(u64, Nanos)> = StallClass::ALL
+        .into_iter()
+        .filter(|c| c.is_tcp_stall())
+        .map(|c| unlisted[c.index()])
+        .collect();
+    let time_lost: Nanos = tcp_stalls.iter().map(|e| e.duration()).sum::<Nanos>()
+        + unlisted_stalls.iter().map(|(_, t)| *t).sum::<Nanos>();
+    let stall_count = tcp_stalls.len()
+        + unlisted_stalls
+            .iter()
+            .map(|(n, _)| *n as usize)
+            .sum::<usize>();
 
     let delayer_side = most_common(tcp_stalls.iter().filter_map(|e| e.delayer));
     let holder_side = most_common(tcp_stalls.iter().filter_map(|e| e.holder));
@@ -270,7 +302,9 @@ pub fn diagnose(mut connection: Connection) -> ConnectionDiagnosis {
     let pattern = most_common_pattern(&nagle);
     let classic_nagle_evidence = nagle.iter().any(|e| !e.evidence.outstanding_small_segment);
 
-    let has = |class: StallClass| events.iter().any(|e| e.class == class);
+    let has = |class: StallClass| {
+        events.iter().any(|e| e.class == class) || unlisted[class.index()].0 > 0
+    };
     let verdict = if has(StallClass::NagleDelayedAck) {
         Verdict::NagleDelayedAckStalls
     } else if has(StallClass::DelayedAck) {
@@ -305,10 +339,11 @@ pub fn diagnose(mut connection: Connection) -> ConnectionDiagnosis {
         client_path_rtt: connection.dirs[client_side].path_rtt,
         server_path_rtt: connection.dirs[server_side].path_rtt,
         events: Vec::new(),
+        unlisted,
         side_roles,
         endpoints: connection.endpoints,
         verdict,
-        stall_count: tcp_stalls.len(),
+        stall_count,
         time_lost,
         delayed_ack,
         pattern,

@@ -114,6 +114,9 @@ pub struct Connection {
     pub packets: u64,
     pub dirs: [Direction; 2],
     pub events: Vec<StallEvent>,
+    /// Gaps beyond each class's listing limit: (count, total duration), by class index.
+    pub unlisted: [(u64, Nanos); 6],
+    listed: [usize; 6],
     pub reset: bool,
     syn_time: Option<Nanos>,
     synack_time: Option<Nanos>,
@@ -140,6 +143,8 @@ impl Connection {
             packets: 0,
             dirs: [Direction::default(), Direction::default()],
             events: Vec::new(),
+            unlisted: [(0, 0); 6],
+            listed: [0; 6],
             reset: false,
             syn_time: None,
             synack_time: None,
@@ -508,7 +513,15 @@ impl Connection {
             context.path_rtt = path_rtt;
             if let Some(mut event) = classify_gap(&context, config) {
                 event.held_bytes += gap.burst_bytes;
-                self.events.push(event);
+                let class = event.class;
+                if self.listed[class.index()] < class.listing_limit() {
+                    self.listed[class.index()] += 1;
+                    self.events.push(event);
+                } else {
+                    let entry = &mut self.unlisted[class.index()];
+                    entry.0 += 1;
+                    entry.1 += event.duration();
+                }
             }
         }
         self.open_release = None;
@@ -572,67 +585,204 @@ fn ordered(a: SocketAddr, b: SocketAddr) -> (SocketAddr, SocketAddr) {
     if a <= b { (a, b) } else { (b, a) }
 }
 
-/// All connections of a segment stream.
+type FlowKey = (SocketAddr, SocketAddr);
+
+/// Connections tracked at once. Beyond this the least recently active quarter is
+/// ended as idle: memory follows open connections, never the capture's size.
+pub const MAX_OPEN_CONNECTIONS: usize = 200_000;
+/// A connection silent this long (capture time) is ended as idle.
+pub const IDLE_TIMEOUT: Nanos = 300 * crate::segment::NANOS_PER_SEC;
+/// Segments of a closed connection that arrive this soon after its close (the last ACK,
+/// a retransmitted FIN) belong to it, not to a new connection.
+const LATE_SEGMENT_WINDOW: Nanos = 2 * crate::segment::NANOS_PER_SEC;
+/// How often (in segments) idle connections are looked for.
+const IDLE_SWEEP_EVERY: u32 = 1 << 20;
+
+/// All connections of a segment stream. Ended connections (closed, reset, or idle) are
+/// handed over through [`FlowTable::take_ended`] as they end.
 pub struct FlowTable {
     config: DetectConfig,
-    index: FxHashMap<(SocketAddr, SocketAddr), usize>,
-    connections: Vec<Connection>,
+    index: FxHashMap<FlowKey, u32>,
+    slots: Vec<Option<Box<Connection>>>,
+    free_slots: Vec<u32>,
+    ended: Vec<Connection>,
+    closed_recently: FxHashMap<FlowKey, Nanos>,
+    closed_order: VecDeque<(Nanos, FlowKey)>,
+    now: Nanos,
+    segments_since_sweep: u32,
+    max_open: usize,
+    /// Segments that arrived just after their connection closed.
+    pub late_segments: u64,
+    /// Connections ended because they were idle, or because too many were open.
+    pub ended_idle: u64,
 }
 
 impl FlowTable {
     pub fn new(config: DetectConfig) -> FlowTable {
+        FlowTable::with_limit(config, MAX_OPEN_CONNECTIONS)
+    }
+
+    /// A table that tracks at most `max_open` connections at once.
+    pub fn with_limit(config: DetectConfig, max_open: usize) -> FlowTable {
         FlowTable {
             config,
             index: FxHashMap::default(),
-            connections: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            ended: Vec::new(),
+            closed_recently: FxHashMap::default(),
+            closed_order: VecDeque::new(),
+            now: Nanos::MIN,
+            segments_since_sweep: 0,
+            max_open: max_open.max(4),
+            late_segments: 0,
+            ended_idle: 0,
         }
     }
 
     /// Feeds one segment; `packet` is its number in the capture (for evidence).
     pub fn observe(&mut self, segment: &Segment, packet: u64) {
+        self.now = self.now.max(segment.time);
         let key = ordered(segment.src, segment.dst);
         let opening = segment.flags.syn() && !segment.flags.ack();
-        let slot = match self.index.get(&key) {
-            Some(&i) if opening && self.connections[i].reuse_by(segment) => None,
-            Some(&i) => Some(i),
-            None => None,
-        };
+        let mut slot = self.index.get(&key).copied();
+        if let Some(i) = slot
+            && opening
+            && self.slots[i as usize]
+                .as_ref()
+                .is_some_and(|c| c.reuse_by(segment))
+        {
+            self.end(i, false);
+            slot = None;
+        }
         let i = match slot {
             Some(i) => i,
             None => {
-                self.connections.push(Connection::new(segment, packet));
-                let i = self.connections.len() - 1;
-                self.index.insert(key, i);
-                i
+                if !opening && self.closed_recently.contains_key(&key) {
+                    self.late_segments += 1;
+                    return;
+                }
+                self.open(key, segment, packet)
             }
         };
-        let connection = &mut self.connections[i];
+        let Some(connection) = self.slots[i as usize].as_deref_mut() else {
+            return;
+        };
         connection.observe(segment, packet, &self.config);
-        let closed_now = connection.is_finished() && !connection.released;
-        if closed_now || connection.gaps.len() >= MAX_PENDING_GAPS {
-            // A closed connection's round trips are final; a long one's are settled.
+        if connection.gaps.len() >= MAX_PENDING_GAPS {
+            // A long connection's round trips are settled by now.
             connection.classify_gaps(&self.config);
         }
-        if closed_now {
-            connection.release_tracking();
+        if connection.is_finished() {
+            self.end(i, true);
+        }
+        self.segments_since_sweep += 1;
+        if self.segments_since_sweep >= IDLE_SWEEP_EVERY {
+            self.segments_since_sweep = 0;
+            self.end_idle(self.now - IDLE_TIMEOUT);
         }
     }
 
-    pub fn len(&self) -> usize {
-        self.connections.len()
+    fn open(&mut self, key: FlowKey, segment: &Segment, packet: u64) -> u32 {
+        if self.index.len() >= self.max_open {
+            self.end_least_recent_quarter();
+        }
+        let connection = Box::new(Connection::new(segment, packet));
+        let i = match self.free_slots.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(connection);
+                i
+            }
+            None => {
+                self.slots.push(Some(connection));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.closed_recently.remove(&key);
+        self.index.insert(key, i);
+        i
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.connections.is_empty()
+    /// Ends the connection in slot `i`: classifies its gaps and hands it over.
+    fn end(&mut self, i: u32, closed: bool) {
+        let Some(mut connection) = self.slots[i as usize].take() else {
+            return;
+        };
+        self.free_slots.push(i);
+        let key = ordered(connection.endpoints[0], connection.endpoints[1]);
+        self.index.remove(&key);
+        if closed {
+            self.closed_recently.insert(key, connection.last_time);
+            self.closed_order.push_back((connection.last_time, key));
+            while let Some(&(time, old)) = self.closed_order.front() {
+                if self.now - time <= LATE_SEGMENT_WINDOW {
+                    break;
+                }
+                self.closed_order.pop_front();
+                if self.closed_recently.get(&old) == Some(&time) {
+                    self.closed_recently.remove(&old);
+                }
+            }
+        }
+        connection.classify_gaps(&self.config);
+        connection.release_tracking();
+        self.ended.push(*connection);
     }
 
-    /// Ends the stream: classifies every connection's gaps and hands the connections over.
+    /// Ends every connection silent since `before`.
+    fn end_idle(&mut self, before: Nanos) {
+        let idle: Vec<u32> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                c.as_ref()
+                    .filter(|c| c.last_time < before)
+                    .map(|_| i as u32)
+            })
+            .collect();
+        self.ended_idle += idle.len() as u64;
+        for i in idle {
+            self.end(i, false);
+        }
+    }
+
+    /// Too many open connections: ends the least recently active quarter.
+    fn end_least_recent_quarter(&mut self) {
+        let mut last_times: Vec<Nanos> = self.slots.iter().flatten().map(|c| c.last_time).collect();
+        if last_times.is_empty() {
+            return;
+        }
+        let quarter = last_times.len() / 4;
+        let (_, threshold, _) = last_times.select_nth_unstable(quarter);
+        let threshold = *threshold;
+        self.end_idle(threshold + 1);
+    }
+
+    /// Connections open right now.
+    pub fn open_connections(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Takes the connections that ended since the last call.
+    pub fn take_ended(&mut self) -> std::vec::Drain<'_, Connection> {
+        self.ended.drain(..)
+    }
+
+    pub fn has_ended(&self) -> bool {
+        !self.ended.is_empty()
+    }
+
+    /// Ends the stream: every connection still open ends, and all are handed over.
     pub fn into_connections(mut self) -> Vec<Connection> {
-        for connection in &mut self.connections {
-            connection.classify_gaps(&self.config);
-            connection.release_tracking();
+        for i in 0..self.slots.len() as u32 {
+            if self.slots[i as usize].is_some() {
+                self.end(i, false);
+            }
         }
-        self.connections
+        let mut ended = std::mem::take(&mut self.ended);
+        ended.sort_by_key(|c| c.first_packet);
+        ended
     }
 }
 

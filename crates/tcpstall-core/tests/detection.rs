@@ -355,3 +355,51 @@ fn gaps_below_the_threshold_are_ignored() {
     let d = wire.only();
     assert!(d.events.is_empty(), "{:#?}", d.events);
 }
+
+#[test]
+fn open_connections_stay_bounded_and_late_segments_are_counted() {
+    let mut table = FlowTable::with_limit(DetectConfig::default(), 100);
+    let server: SocketAddr = "10.0.0.2:80".parse().unwrap();
+    let mut ended = 0;
+    for i in 0..1_000u32 {
+        let client = SocketAddr::new([10, 1, (i >> 8) as u8, i as u8].into(), 40_000);
+        let syn = Segment {
+            time: i64::from(i) * MS,
+            src: client,
+            dst: server,
+            seq: 1,
+            ack: 0,
+            flags: TcpFlags(TcpFlags::SYN),
+            window: 1000,
+            payload_len: 0,
+            options: TcpOptions::default(),
+        };
+        table.observe(&syn, u64::from(i) + 1);
+        assert!(table.open_connections() <= 100);
+        ended += table.take_ended().count();
+    }
+    let connections = table.into_connections();
+    assert_eq!(ended + connections.len(), 1_000);
+
+    // The last ACK after both FINs belongs to the closed connection.
+    let mut wire = Wire::new(1, 2);
+    let t = wire.handshake(0, 10 * US, 10 * US) + MS;
+    wire.data(true, t, 10);
+    wire.emit(
+        true,
+        t + MS,
+        0,
+        TcpFlags::FIN | TcpFlags::ACK,
+        TcpOptions::default(),
+    );
+    wire.emit(
+        false,
+        t + 2 * MS,
+        0,
+        TcpFlags::FIN | TcpFlags::ACK,
+        TcpOptions::default(),
+    );
+    wire.ack(true, t + 3 * MS);
+    assert_eq!(wire.table.late_segments, 1);
+    assert_eq!(wire.table.into_connections().len(), 1);
+}

@@ -39,6 +39,8 @@ pub struct JsonInput {
     pub tcp_segments: u64,
     pub filtered_out: u64,
     pub duplicates: u64,
+    pub late_segments: u64,
+    pub connections_ended_idle: u64,
     /// Seconds since the Unix epoch of the first packet.
     pub first_packet_time: Option<f64>,
     pub duration: f64,
@@ -54,6 +56,8 @@ pub struct JsonSettings {
 #[derive(Serialize)]
 pub struct JsonSummary {
     pub connections: usize,
+    /// Connections without any gap that are counted here but not listed.
+    pub connections_not_listed: u64,
     pub connections_with_stalls: usize,
     pub stalls: usize,
     pub time_lost: f64,
@@ -165,8 +169,8 @@ pub fn build(analysis: &Analysis) -> JsonReport {
         .collect();
     let mut gaps_by_class = BTreeMap::new();
     for c in &analysis.connections {
-        for e in &c.events {
-            *gaps_by_class.entry(e.class.name()).or_insert(0) += 1;
+        for (class, (count, _)) in c.class_counts() {
+            *gaps_by_class.entry(class.name()).or_insert(0) += count;
         }
     }
     JsonReport {
@@ -182,6 +186,8 @@ pub fn build(analysis: &Analysis) -> JsonReport {
             tcp_segments: analysis.input.tcp_segments,
             filtered_out: analysis.input.filtered_out,
             duplicates: analysis.input.duplicates,
+            late_segments: analysis.input.late_segments,
+            connections_ended_idle: analysis.input.connections_ended_idle,
             first_packet_time: analysis.input.first_time.map(secs),
             duration: secs(analysis.input.last_time.unwrap_or(origin) - origin),
             skipped: analysis
@@ -197,7 +203,8 @@ pub fn build(analysis: &Analysis) -> JsonReport {
             min_gap: secs(analysis.min_gap),
         },
         summary: JsonSummary {
-            connections: analysis.connections.len(),
+            connections: analysis.connections.len() + analysis.unlisted_quiet.connections as usize,
+            connections_not_listed: analysis.unlisted_quiet.connections,
             connections_with_stalls: analysis
                 .connections
                 .iter()

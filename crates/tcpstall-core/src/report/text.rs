@@ -56,6 +56,23 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
         let _ = writeln!(out, "warning: {warning}");
     }
 
+    if input.late_segments > 0 {
+        let _ = writeln!(
+            out,
+            "counted {} segments that arrived just after their connection closed",
+            input.late_segments
+        );
+    }
+    if input.connections_ended_idle > 0 {
+        let _ = writeln!(
+            out,
+            "ended {} connections as idle (silent for {} s, or too many open at once)",
+            input.connections_ended_idle,
+            crate::flow::IDLE_TIMEOUT / crate::segment::NANOS_PER_SEC
+        );
+    }
+    let total_connections =
+        analysis.connections.len() + analysis.unlisted_quiet.connections as usize;
     let with_stalls = analysis
         .connections
         .iter()
@@ -66,17 +83,17 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     let _ = writeln!(
         out,
         "{} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
-        analysis.connections.len(),
-        plural(analysis.connections.len()),
+        total_connections,
+        plural(total_connections),
         with_stalls,
         stalls,
         plural(stalls),
         secs(lost)
     );
 
-    let mut quiet = 0;
+    let mut quiet = analysis.unlisted_quiet.connections as usize;
     for c in &analysis.connections {
-        if c.events.is_empty() && !options.all {
+        if c.gap_count() == 0 && !options.all {
             quiet += 1;
             continue;
         }
@@ -190,6 +207,13 @@ fn render_connection(
                 fix.note
             );
         }
+    }
+    let unlisted: u64 = c.unlisted.iter().map(|(n, _)| n).sum();
+    if unlisted > 0 {
+        let _ = writeln!(
+            out,
+            "  listed:     the first gaps of each class; {unlisted} more are counted above but not listed"
+        );
     }
     if options.stalls && !c.events.is_empty() {
         let _ = writeln!(
