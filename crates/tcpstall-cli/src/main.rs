@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+mod lab;
 mod simulate;
 
 use clap::{Args, Parser, Subcommand};
@@ -62,6 +63,19 @@ EXAMPLES:
   tcpstall simulate --pattern proxy-split --rtt 20 --capture-point tap --pcap proxy.pcap --truth proxy.json
   tcpstall simulate scenario.toml --timeline")]
     Simulate(Box<simulate::SimulateArgs>),
+    /// Run a scenario with real sockets on this kernel: measure, capture, compare with the simulator
+    #[command(after_help = "\
+EXIT STATUS:
+  0  the lab ran
+  2  bad scenario or usage, or the run failed (one line says why)
+
+EXAMPLES:
+  tcpstall lab --suite seed002                     # seed 002's table of patterns and fixes
+  tcpstall lab --pattern two-writes --compare-sim
+  tcpstall lab --pattern two-writes --capture lab.pcap    # root: capture and diagnose
+  tcpstall lab --pattern proxy-split --rtt 20 --compare-sim   # root: delay line
+  tcpstall lab --suite matrix --capture matrix.pcap       # closed loop and fidelity")]
+    Lab(Box<lab::LabArgs>),
 }
 
 #[derive(Args)]
@@ -89,12 +103,25 @@ struct AnalyzeArgs {
     /// Exit with status 1 when a nagle-delayed-ack or delayed-ack stall is found
     #[arg(long)]
     fail_on_stall: bool,
+    /// Also write a self-contained HTML report with graphs (reads the capture twice)
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Also write each stalled connection's graphs as SVG and PNG into this directory
+    #[arg(long, value_name = "DIR")]
+    graphs: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Analyze(args) => run_analyze(args),
+        Command::Lab(args) => match lab::run(&args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("tcpstall: error: {e}");
+                ExitCode::from(EXIT_ERROR)
+            }
+        },
         Command::Simulate(args) => match simulate::run(&args).and_then(|out| simulate::print(&out))
         {
             Ok(()) => ExitCode::SUCCESS,
@@ -141,6 +168,7 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
         },
     };
     let source = args.capture.display().to_string();
+    let mut spool = None;
     let result = if source == "-" {
         if io::stdin().is_terminal() {
             eprintln!(
@@ -149,10 +177,33 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
         finish_on_interrupt();
-        analyze(io::stdin(), "stdin", &options)
+        if args.html.is_some() || args.graphs.is_some() {
+            // The graphs read the capture twice: keep a copy of standard input.
+            match tcpstall_report::spool::Spool::new().and_then(|s| Ok((s.tee(io::stdin())?, s))) {
+                Ok((tee, s)) => {
+                    spool = Some(s);
+                    analyze(tee, "stdin", &options)
+                }
+                Err(e) => {
+                    eprintln!(
+                        "tcpstall: error: cannot keep a copy of standard input for the graphs: {e}"
+                    );
+                    return ExitCode::from(EXIT_ERROR);
+                }
+            }
+        } else {
+            analyze(io::stdin(), "stdin", &options)
+        }
     } else {
         match File::open(&args.capture) {
-            Ok(file) => analyze(file, &source, &options),
+            Ok(file) => {
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+                analyze(
+                    tcpstall_report::progress::reader(file, len, "reading"),
+                    &source,
+                    &options,
+                )
+            }
             Err(e) => {
                 eprintln!("tcpstall: error: {source}: {e}");
                 return ExitCode::from(EXIT_ERROR);
@@ -191,6 +242,22 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
     {
         eprintln!("tcpstall: error: writing the report: {e}");
         return ExitCode::from(EXIT_ERROR);
+    }
+    if args.html.is_some() || args.graphs.is_some() {
+        let capture = match &spool {
+            Some(s) => s.path().map(|p| p.to_path_buf()),
+            None => Some(args.capture.clone()),
+        };
+        if let Err(e) = tcpstall_report::analysis::write_reports(
+            &analysis,
+            capture.as_deref(),
+            args.html.as_deref(),
+            args.graphs.as_deref(),
+            &Default::default(),
+        ) {
+            eprintln!("tcpstall: error: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
     }
     let stalled = analysis.connections.iter().any(|c| c.stall_count > 0);
     if args.fail_on_stall && stalled {

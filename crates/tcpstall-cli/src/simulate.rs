@@ -112,6 +112,9 @@ pub struct SimulateArgs {
     /// Score the detector over the whole matrix of stacks, patterns, RTTs and capture points
     #[arg(long)]
     accuracy_matrix: bool,
+    /// Write a self-contained HTML page: a sweep's throughput chart, or a run's latency histogram
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
@@ -263,6 +266,11 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
     if let Some(spec) = &args.sweep {
         let spec = SweepSpec::parse(spec).map_err(|e| e.to_string())?;
         let points = sweep(&file, &spec).map_err(|e| e.to_string())?;
+        if let Some(path) = &args.html {
+            let description = report::describe(&scenario);
+            let page = tcpstall_report::sim::sweep_page(&description, &spec.parameter, &points);
+            write_file(path, page.as_bytes())?;
+        }
         if args.json {
             return to_json(&serde_json::json!({
                 "schema_version": report::SCHEMA_VERSION,
@@ -305,6 +313,12 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
 
     let capture = args.pcap.is_some() || args.timeline || args.check;
     let result = tcpstall_sim::run(&scenario, capture);
+    if let Some(path) = &args.html {
+        let (request, response) = report::request_response_bytes(&scenario);
+        let summary = tcpstall_sim::summary::summarize(&result, request, response);
+        let page = tcpstall_report::sim::run_page(&report::describe(&scenario), &result, &summary);
+        write_file(path, page.as_bytes())?;
+    }
     if let Some(path) = &args.pcap {
         let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let mut writer = PcapWriter::new(BufWriter::new(file), 0)

@@ -1,1 +1,60 @@
-//! The lab: real sockets on this kernel, driven by the simulator's scenarios.
+//! The lab: does the stall the simulator predicts really happen on this machine's kernel?
+//!
+//! It runs the simulator's scenario descriptions ([`tcpstall_sim::scenario`]) with real
+//! client and server sockets, measures every transaction, and can capture its own
+//! traffic, run the analyzer on that capture, and hold the simulator's `linux` profile
+//! to what it measured.
+//!
+//! - [`exchange`]: the client and server applications, with the scenario's writes and
+//!   socket options (TCP_NODELAY, TCP_CORK, MSG_MORE, TCP_QUICKACK re-armed after reads).
+//! - [`net`]: where they run: loopback (no root), a private namespace's loopback, or two
+//!   namespaces joined by a veth pair with the user-space [`delayline`] between them.
+//! - [`capture`]: AF_PACKET capture of the lab's own packets, written as pcap.
+//! - [`measure`]: latency percentiles, throughput, and which transactions stalled.
+//! - [`compare`]: the analyzer against the measurements, the simulator against the lab.
+//! - [`suites`]: the published cases (seed 002's table, seed 000's bulk blocks, the
+//!   closed-loop matrix, the delay line's accuracy, seeds 003 and 004 at 20 and 100 ms).
+
+pub mod capture;
+pub mod compare;
+pub mod delayline;
+pub mod exchange;
+pub mod lab;
+pub mod measure;
+pub mod net;
+pub mod netns;
+pub mod privileges;
+pub mod report;
+pub mod suites;
+
+pub use lab::{Lab, LabRun, RunOptions};
+
+/// Why a lab run could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("{0}")]
+    Scenario(#[from] tcpstall_sim::scenario::ScenarioError),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("`ip {command}` failed: {detail}")]
+    Ip { command: String, detail: String },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl LabError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> LabError {
+        LabError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, LabError>;

@@ -274,7 +274,8 @@ fn shipped_scenario_files_reproduce_their_seeds() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        let file = ScenarioFile::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file =
+            ScenarioFile::from_toml(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let (s, _) = simulate(&file);
         assert!(s.completed, "{}", path.display());
         assert!(
@@ -292,7 +293,10 @@ fn shipped_scenario_files_reproduce_their_seeds() {
 #[test]
 fn scenario_files_with_unknown_keys_or_values_are_refused() {
     for (text, needle) in [
-        ("[client]\nstack = \"linux\"\nnodelayy = true\n", "unknown field"),
+        (
+            "[client]\nstack = \"linux\"\nnodelayy = true\n",
+            "unknown field",
+        ),
         ("[workload]\npattern = \"two-writes\"\ndepth = 0\n", "depth"),
         ("[link]\nloss = 1.5\n", "loss"),
         ("[client]\ndelack_ms = 900\n", "500"),

@@ -37,6 +37,24 @@ impl<W: Write> PcapWriter<W> {
         })
     }
 
+    /// Writes the file header for another link type, e.g. 101 (raw IP) for packets
+    /// captured without a link-layer header; packets then go through
+    /// [`write_frame`](Self::write_frame) as they are.
+    pub fn with_link_type(mut out: W, snap_payload: u32, link_type: u32) -> io::Result<Self> {
+        out.write_all(&0xa1b2_3c4du32.to_le_bytes())?; // nanosecond magic
+        out.write_all(&2u16.to_le_bytes())?;
+        out.write_all(&4u16.to_le_bytes())?;
+        out.write_all(&0i32.to_le_bytes())?;
+        out.write_all(&0u32.to_le_bytes())?;
+        out.write_all(&(crate::capture::MAX_RECORD_BYTES).to_le_bytes())?;
+        out.write_all(&link_type.to_le_bytes())?;
+        Ok(PcapWriter {
+            out,
+            frame: Vec::with_capacity(256),
+            snap_payload,
+        })
+    }
+
     /// Writes one raw Ethernet frame.
     pub fn write_frame(&mut self, time: Nanos, data: &[u8], orig_len: u32) -> io::Result<()> {
         let secs = time.div_euclid(NANOS_PER_SEC) as u32;

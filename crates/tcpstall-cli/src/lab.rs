@@ -1,0 +1,394 @@
+//! `tcpstall lab`: the simulator's scenarios on this machine's kernel, measured.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use tcpstall_core::report::text;
+use tcpstall_lab::net::Net;
+use tcpstall_lab::privileges::Privileges;
+use tcpstall_lab::{Lab, RunOptions, compare, netns, report, suites};
+use tcpstall_sim::scenario::{ScenarioFile, SocketOptions};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Side {
+    Client,
+    Server,
+    Both,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Suite {
+    /// Seed 002: two writes then a read, and its fixes, side by side
+    Seed002,
+    /// Seed 000: 99,912 / 99,913 / 100,000-byte blocks in one write and in two partial writes
+    Bulk,
+    /// Every pattern with each option: closed loop (with --capture) and fidelity
+    Matrix,
+    /// Requested against measured round trips through the delay line (root)
+    DelayAccuracy,
+    /// Seeds 003 and 004 through the delay line at 20 and 100 ms RTT (root)
+    Wan,
+}
+
+#[derive(Args)]
+pub struct LabArgs {
+    /// Scenario file (TOML, as for `simulate`); flags override its values
+    scenario: Option<PathBuf>,
+    /// Application pattern (see `tcpstall simulate --patterns`)
+    #[arg(long, value_name = "NAME")]
+    pattern: Option<String>,
+    /// Request write sizes in bytes, comma-separated
+    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
+    request: Vec<u32>,
+    /// Response write sizes in bytes, comma-separated
+    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
+    response: Vec<u32>,
+    /// Requests kept in flight
+    #[arg(long)]
+    depth: Option<u32>,
+    /// Number of transactions (for a suite: per scenario)
+    #[arg(long, short = 'n')]
+    transactions: Option<u32>,
+    /// Server think time before each response, ms
+    #[arg(long, value_name = "MS")]
+    server_think: Option<f64>,
+    /// Client think time before each request, ms
+    #[arg(long, value_name = "MS")]
+    client_think: Option<f64>,
+    /// Set TCP_NODELAY on this side
+    #[arg(long, value_name = "SIDE")]
+    nodelay: Option<Side>,
+    /// Set TCP_QUICKACK after every read on this side
+    #[arg(long, value_name = "SIDE")]
+    quickack: Option<Side>,
+    /// Wrap each message in TCP_CORK on this side
+    #[arg(long, value_name = "SIDE")]
+    cork: Option<Side>,
+    /// Send MSG_MORE on all writes of a message but the last, on this side
+    #[arg(long, value_name = "SIDE")]
+    msg_more: Option<Side>,
+    /// MSS both sides set with TCP_MAXSEG (default: the link MTU less 40)
+    #[arg(long)]
+    mss: Option<u32>,
+    /// Round trip through the delay line between two namespaces, ms (root)
+    #[arg(long, value_name = "MS")]
+    rtt: Option<f64>,
+    /// Capture the lab's packets (root), write them as pcap, and diagnose them
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
+    /// Run the same scenario through the simulator's linux profile and compare
+    #[arg(long)]
+    compare_sim: bool,
+    /// Run a published case instead of one scenario
+    #[arg(long, value_name = "NAME")]
+    suite: Option<Suite>,
+    /// Fail a run that takes longer than this, seconds
+    #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+    time_limit: f64,
+}
+
+type Fallible<T> = Result<T, String>;
+
+fn set_side(file: &mut ScenarioFile, side: Option<Side>, set: impl Fn(&mut SocketOptions)) {
+    match side {
+        Some(Side::Client) => set(&mut file.client.options),
+        Some(Side::Server) => set(&mut file.server.options),
+        Some(Side::Both) => {
+            set(&mut file.client.options);
+            set(&mut file.server.options);
+        }
+        None => {}
+    }
+}
+
+fn build_file(args: &LabArgs) -> Fallible<ScenarioFile> {
+    let mut file = match &args.scenario {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            ScenarioFile::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => ScenarioFile::default(),
+    };
+    if let Some(pattern) = &args.pattern {
+        file.workload.pattern = pattern.clone();
+    }
+    if !args.request.is_empty() {
+        file.workload.request = args.request.clone();
+    }
+    if !args.response.is_empty() {
+        file.workload.response = args.response.clone();
+    }
+    if let Some(depth) = args.depth {
+        file.workload.depth = depth;
+    }
+    if let Some(n) = args.transactions {
+        file.workload.transactions = n;
+    }
+    if let Some(ms) = args.server_think {
+        file.workload.server_think_ms = ms;
+    }
+    if let Some(ms) = args.client_think {
+        file.workload.client_think_ms = ms;
+    }
+    set_side(&mut file, args.nodelay, |o| o.nodelay = true);
+    set_side(&mut file, args.quickack, |o| o.quickack = true);
+    set_side(&mut file, args.cork, |o| o.cork = true);
+    set_side(&mut file, args.msg_more, |o| o.msg_more = true);
+    if let Some(mss) = args.mss {
+        file.client.mss = Some(mss);
+        file.server.mss = Some(mss);
+    }
+    if let Some(rtt) = args.rtt {
+        file.link.rtt_ms = rtt;
+        file.link.client_to_server_ms = None;
+        file.link.server_to_client_ms = None;
+    }
+    if file.client.stack != "linux" || file.server.stack != "linux" {
+        return Err(format!(
+            "the lab runs this machine's kernel (Linux) on both sides; the scenario asks for {} -> {}",
+            file.client.stack, file.server.stack
+        ));
+    }
+    file.resolve().map_err(|e| e.to_string())?;
+    Ok(file)
+}
+
+fn check_args(args: &LabArgs) -> Fallible<()> {
+    if !(args.time_limit.is_finite() && args.time_limit > 0.0 && args.time_limit <= 86_400.0) {
+        return Err(format!(
+            "--time-limit must be between 0 and 86400 s, got {}",
+            args.time_limit
+        ));
+    }
+    if let Some(rtt) = args.rtt
+        && !(rtt.is_finite() && (0.0..=1000.0).contains(&rtt))
+    {
+        return Err(format!("--rtt must be 0 to 1000 ms, got {rtt}"));
+    }
+    if let Some(n) = args.transactions
+        && !(1..=100_000).contains(&n)
+    {
+        return Err(format!(
+            "--transactions must be 1 to 100000 in the lab, got {n}"
+        ));
+    }
+    Ok(())
+}
+
+/// What the lab can do here, and the one line that says what it skips and why.
+struct Plan {
+    namespaces: bool,
+    capture: bool,
+    skipped: Option<String>,
+}
+
+fn plan(args: &LabArgs, privileges: &Privileges) -> Plan {
+    let wants_delay =
+        args.rtt.is_some() || matches!(args.suite, Some(Suite::DelayAccuracy | Suite::Wan));
+    let wants_capture = args.capture.is_some();
+    let namespaces = privileges.why_not_namespaces().is_none();
+    let capture = wants_capture && privileges.why_not_capture().is_none();
+    let mut skipped = Vec::new();
+    if wants_delay && !namespaces {
+        skipped.push("the delay line (two namespaces, veth, TUN)");
+    }
+    if wants_capture && !capture {
+        skipped.push("--capture (AF_PACKET)");
+    }
+    let skipped = (!skipped.is_empty()).then(|| {
+        let why = privileges
+            .why_not_capture()
+            .unwrap_or_else(|| "needs root".into());
+        format!(
+            "tcpstall: skipped: {}: {why}; running on loopback only",
+            skipped.join(" and ")
+        )
+    });
+    Plan {
+        namespaces,
+        capture,
+        skipped,
+    }
+}
+
+fn one_way(rtt_ms: f64) -> Duration {
+    Duration::from_secs_f64(rtt_ms.max(0.0) / 2e3)
+}
+
+/// Picks the network: the delay line when a round trip is asked for (or a suite needs
+/// MTU-sized packets), a private loopback for captures, else plain loopback.
+fn choose_net(args: &LabArgs, plan: &Plan, file: &ScenarioFile) -> Fallible<Net> {
+    let delay_suite = matches!(
+        args.suite,
+        Some(Suite::DelayAccuracy | Suite::Wan | Suite::Bulk)
+    );
+    if plan.namespaces && (args.rtt.is_some() || delay_suite) {
+        let rtt = args.rtt.unwrap_or(0.0);
+        let cs = file
+            .link
+            .client_to_server_ms
+            .map_or(one_way(rtt), |ms| one_way(ms * 2.0));
+        let sc = file
+            .link
+            .server_to_client_ms
+            .map_or(one_way(rtt), |ms| one_way(ms * 2.0));
+        return Net::delay_line(cs, sc).map_err(|e| e.to_string());
+    }
+    if plan.capture {
+        return Net::private_loopback().map_err(|e| e.to_string());
+    }
+    Ok(Net::loopback())
+}
+
+pub fn run(args: &LabArgs) -> Fallible<()> {
+    check_args(args)?;
+    let file = build_file(args)?;
+    let privileges = Privileges::detect();
+    let plan = plan(args, &privileges);
+    if let Some(line) = &plan.skipped {
+        eprintln!("{line}");
+    }
+    netns::remove_on_interrupt();
+    let net = choose_net(args, &plan, &file)?;
+    let lab = Lab::new(net);
+    let options = RunOptions {
+        capture: plan.capture,
+        time_limit: Duration::from_secs_f64(args.time_limit),
+    };
+    let out = match args.suite {
+        Some(suite) => run_suite(&lab, suite, args, &options)?,
+        None => run_one(&lab, &file, args, &options)?,
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(out.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("writing the report: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn label(file: &ScenarioFile) -> String {
+    let o = |s: &SocketOptions| {
+        let mut v = Vec::new();
+        if s.nodelay {
+            v.push("TCP_NODELAY");
+        }
+        if s.quickack {
+            v.push("TCP_QUICKACK");
+        }
+        if s.cork {
+            v.push("TCP_CORK");
+        }
+        if s.msg_more {
+            v.push("MSG_MORE");
+        }
+        if v.is_empty() {
+            "no options".to_string()
+        } else {
+            v.join("+")
+        }
+    };
+    format!(
+        "{} x{} (client {}, server {})",
+        file.workload.pattern,
+        file.resolve().map_or(0, |s| s.transactions),
+        o(&file.client.options),
+        o(&file.server.options)
+    )
+}
+
+fn run_one(
+    lab: &Lab,
+    file: &ScenarioFile,
+    args: &LabArgs,
+    options: &RunOptions,
+) -> Fallible<String> {
+    let scenario = file.resolve().map_err(|e| e.to_string())?;
+    let run = lab.run(&scenario, options).map_err(|e| e.to_string())?;
+    let mut out = report::run_text(&run, &label(file), &lab.net.describe());
+    if let (Some(path), Some(packets)) = (&args.capture, &run.packets) {
+        let f = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        tcpstall_lab::capture::write_pcap(BufWriter::new(f), packets)
+            .and_then(|mut w| w.flush())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push_str(&format!(
+            "capture:      {} ({} packets)\n",
+            path.display(),
+            packets.len()
+        ));
+    }
+    if let Some(analysis) = &run.analysis {
+        out.push_str("\nthe analyzer on the lab's capture:\n");
+        out.push_str(&text::render(
+            analysis,
+            text::TextOptions {
+                stalls: false,
+                all: true,
+            },
+        ));
+    }
+    if args.compare_sim {
+        let cmp =
+            compare::compare_with_simulator(&run, file, &lab.net).map_err(|e| e.to_string())?;
+        out.push('\n');
+        out.push_str(&report::comparison_text(&cmp));
+    }
+    Ok(out)
+}
+
+fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> Fallible<String> {
+    let err = |e: tcpstall_lab::LabError| e.to_string();
+    let path = lab.net.describe();
+    Ok(match suite {
+        Suite::Seed002 => {
+            let n = args.transactions.unwrap_or(20);
+            let rows = suites::seed002(lab, n, options).map_err(err)?;
+            report::table_text(
+                &format!("seed 002 on this kernel, {n} transactions each, {path}:"),
+                &rows,
+            )
+        }
+        Suite::Bulk => {
+            let n = args.transactions.unwrap_or(12);
+            let rows = suites::bulk(lab, n, options).map_err(err)?;
+            report::table_text(
+                &format!("seed 000 blocks on Linux, {n} blocks each, {path}:"),
+                &rows,
+            )
+        }
+        Suite::Matrix => {
+            let n = args.transactions.unwrap_or(30);
+            let result = suites::matrix(lab, n, options).map_err(err)?;
+            report::matrix_text(&result)
+        }
+        Suite::DelayAccuracy => {
+            if lab.net.line.is_none() {
+                return Err("--suite delay-accuracy needs the delay line (root)".into());
+            }
+            let n = args.transactions.unwrap_or(50);
+            let points = suites::delay_accuracy(lab, &suites::DELAY_POINTS_MS, n).map_err(err)?;
+            report::delay_text(&points)
+        }
+        Suite::Wan => {
+            if lab.net.line.is_none() {
+                return Err("--suite wan needs the delay line (root)".into());
+            }
+            let n = args.transactions.unwrap_or(20);
+            let rows = suites::wan(lab, n, options).map_err(err)?;
+            let mut out = report::table_text(
+                &format!("seeds 003 and 004 through the delay line, {n} transactions each:"),
+                &rows,
+            );
+            for row in &rows {
+                out.push_str(&format!("\n{}\n", row.name));
+                out.push_str(&report::comparison_text(&row.sim));
+            }
+            out
+        }
+    })
+}

@@ -1,0 +1,197 @@
+//! `analyze --html/--graphs` and `simulate --html` through the real binary: files
+//! written, self-contained, standard input spooled, errors on one line.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn tcpstall() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tcpstall"));
+    c.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    c
+}
+
+fn test_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tcpstall-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn assert_self_contained(html: &str) {
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "<link",
+        "<img",
+        "@import",
+        "url(",
+    ] {
+        assert!(
+            !html.contains(needle),
+            "the page fetches something: {needle}"
+        );
+    }
+    assert!(html.contains("Content-Security-Policy"));
+}
+
+#[test]
+fn html_and_graphs_for_the_two_writes_capture() {
+    let dir = test_dir("report-outputs");
+    let html = dir.join("r.html");
+    let graphs = dir.join("graphs");
+    let out = tcpstall()
+        .args(["analyze", "--html"])
+        .arg(&html)
+        .arg("--graphs")
+        .arg(&graphs)
+        .arg("captures/seed002-two-writes.pcap")
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "nothing on stderr when it is not a terminal"
+    );
+    let text = std::fs::read_to_string(&html).expect("html");
+    assert_self_contained(&text);
+    assert_eq!(text.matches(r#"class="stall-marker""#).count(), 9);
+    assert!(text.matches(r#"class="stall-band""#).count() >= 3);
+    assert!(text.contains("nagle-delayed-ack"));
+    assert!(text.contains("first packet (ms)"));
+    assert!(text.contains("relative sequence number (bytes)"));
+    for name in ["conn1-sequence", "conn1-zoom", "conn1-round-trips"] {
+        let svg = std::fs::read_to_string(graphs.join(format!("{name}.svg"))).expect("svg");
+        assert!(svg.starts_with("<svg"));
+        let png = std::fs::read(graphs.join(format!("{name}.png"))).expect("png");
+        assert_eq!(&png[1..4], b"PNG", "{name}.png");
+    }
+}
+
+#[test]
+fn standard_input_is_spooled_for_the_graphs() {
+    let dir = test_dir("report-stdin");
+    let html = dir.join("r.html");
+    let capture = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../captures/seed002-two-writes.pcap"),
+    )
+    .expect("capture");
+    let mut child = tcpstall()
+        .args(["analyze", "--html"])
+        .arg(&html)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&capture)
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&html).expect("html");
+    assert_eq!(text.matches(r#"class="stall-marker""#).count(), 9);
+}
+
+#[test]
+fn connections_without_gaps_get_a_table_and_no_graph() {
+    let dir = test_dir("report-quiet");
+    let html = dir.join("r.html");
+    let out = tcpstall()
+        .args(["analyze", "--html"])
+        .arg(&html)
+        .arg("captures/seed002-one-write.pcap")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&html).expect("html");
+    assert!(text.contains("summary-table"));
+    assert_eq!(text.matches("<svg").count(), 0);
+}
+
+#[test]
+fn an_unwritable_report_is_one_line_and_status_2() {
+    let out = tcpstall()
+        .args([
+            "analyze",
+            "--html",
+            "/nonexistent-dir/r.html",
+            "captures/seed002-two-writes.pcap",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("tcpstall: error: /nonexistent-dir/r.html"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn simulate_html_for_a_run_and_a_sweep() {
+    let dir = test_dir("report-simulate");
+    let run = dir.join("run.html");
+    let out = tcpstall()
+        .args([
+            "simulate",
+            "--client",
+            "linux",
+            "--server",
+            "linux",
+            "--pattern",
+            "two-writes",
+            "--html",
+        ])
+        .arg(&run)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&run).expect("html");
+    assert_self_contained(&text);
+    assert!(text.contains("latency per transaction (log scale)"));
+    assert!(text.contains("stalled (ground truth)"));
+
+    let sweep = dir.join("sweep.html");
+    let out = tcpstall()
+        .args([
+            "simulate",
+            "--client",
+            "macos-legacy",
+            "--server",
+            "macos-legacy",
+            "--pattern",
+            "bulk",
+            "--sweep",
+            "block=99910..99915",
+            "--html",
+        ])
+        .arg(&sweep)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&sweep).expect("html");
+    assert_eq!(text.matches(r#"class="sweep-point""#).count(), 6);
+    assert!(text.contains("throughput (Mbit/s)"));
+}

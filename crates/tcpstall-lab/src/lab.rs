@@ -1,0 +1,161 @@
+//! One lab run: the scenario's exchange on the chosen network, its unstalled reference,
+//! and (when asked) the capture and the analyzer's diagnosis of it.
+
+use std::io::Cursor;
+use std::time::Duration;
+
+use tcpstall_core::analyze::{Analysis, AnalyzeOptions, analyze};
+use tcpstall_sim::scenario::{Scenario, SocketOptions};
+
+use crate::capture::{Capture, Packet, write_pcap};
+use crate::compare::analyzer_stalled;
+use crate::exchange::{self, Exchange, Placement, Plan};
+use crate::measure::{self, LatencySummary};
+use crate::net::Net;
+use crate::{LabError, Result};
+
+/// The reference run never needs more transactions than this.
+const MAX_REFERENCE_TRANSACTIONS: u32 = 50;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Capture the run's packets and diagnose them.
+    pub capture: bool,
+    /// A run that takes longer fails.
+    pub time_limit: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            capture: false,
+            time_limit: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Everything one run produced.
+pub struct LabRun {
+    pub plan: Plan,
+    pub exchange: Exchange,
+    pub baselines: Vec<Duration>,
+    pub stalled: Vec<bool>,
+    pub summary: LatencySummary,
+    pub packets: Option<Vec<Packet>>,
+    pub analysis: Option<Analysis>,
+    /// Per transaction: the analyzer found a TCP stall ending inside it.
+    pub analyzer_stalled: Option<Vec<bool>>,
+}
+
+impl LabRun {
+    pub fn latencies(&self) -> Vec<Duration> {
+        self.exchange
+            .transactions
+            .iter()
+            .map(|t| t.latency)
+            .collect()
+    }
+
+    /// Each transaction's time above its baseline (zero when below).
+    pub fn extra(&self) -> Vec<Duration> {
+        self.exchange
+            .transactions
+            .iter()
+            .zip(&self.baselines)
+            .map(|(t, &b)| t.latency.saturating_sub(b))
+            .collect()
+    }
+}
+
+/// The lab on one network.
+pub struct Lab {
+    pub net: Net,
+}
+
+/// The same scenario with nothing to hold: Nagle off and quick ACKs on both sides.
+pub fn unstalled_reference(scenario: &Scenario) -> Scenario {
+    let mut reference = scenario.clone();
+    let clear = SocketOptions {
+        nodelay: true,
+        quickack: true,
+        cork: false,
+        msg_more: false,
+    };
+    reference.client.options = clear;
+    reference.server.options = clear;
+    reference.transactions = scenario.transactions.min(MAX_REFERENCE_TRANSACTIONS);
+    reference
+}
+
+impl Lab {
+    pub fn new(net: Net) -> Lab {
+        Lab { net }
+    }
+
+    /// Runs the scenario and its reference; captures and diagnoses when asked.
+    pub fn run(&self, scenario: &Scenario, options: &RunOptions) -> Result<LabRun> {
+        let reference = unstalled_reference(scenario);
+        let reference_plan = Plan::from_scenario(&reference)?;
+        let reference_run = self.exchange(&reference_plan, options.time_limit)?;
+        let plan = Plan::from_scenario(scenario)?;
+        let capture = if options.capture {
+            Some(Capture::start(self.net.capture_ns().cloned())?)
+        } else {
+            None
+        };
+        let exchange = self.exchange(&plan, options.time_limit)?;
+        let packets = capture.map(Capture::finish).transpose()?;
+        let latencies: Vec<Duration> = exchange.transactions.iter().map(|t| t.latency).collect();
+        let reference_latencies: Vec<Duration> = reference_run
+            .transactions
+            .iter()
+            .map(|t| t.latency)
+            .collect();
+        let baselines = measure::baselines(&reference_latencies, latencies.len());
+        let path_rtt = self
+            .net
+            .line
+            .as_ref()
+            .map_or(Duration::ZERO, |l| l.round_trip());
+        let stalled = measure::stalled(&latencies, &baselines, path_rtt);
+        let bytes = plan.request_bytes() + plan.response_bytes();
+        let summary = measure::summarize(&latencies, &stalled, exchange.elapsed, bytes);
+        let analysis = match &packets {
+            Some(packets) => Some(diagnose(packets)?),
+            None => None,
+        };
+        let analyzer_stalled = analysis
+            .as_ref()
+            .map(|a| analyzer_stalled(a, &exchange.transactions));
+        Ok(LabRun {
+            plan,
+            exchange,
+            baselines,
+            stalled,
+            summary,
+            packets,
+            analysis,
+            analyzer_stalled,
+        })
+    }
+
+    fn exchange(&self, plan: &Plan, time_limit: Duration) -> Result<Exchange> {
+        let place = Placement {
+            client_ns: self.net.client_ns.as_ref(),
+            server_ns: self.net.server_ns.as_ref(),
+            server_ip: self.net.server_ip,
+        };
+        exchange::run(plan, &place, time_limit)
+    }
+}
+
+/// Runs the analyzer on captured packets.
+pub fn diagnose(packets: &[Packet]) -> Result<Analysis> {
+    let bytes = write_pcap(Vec::new(), packets).map_err(|e| LabError::io("pcap", e))?;
+    analyze(
+        Cursor::new(bytes),
+        "lab capture",
+        &AnalyzeOptions::default(),
+    )
+    .map_err(|e| LabError::Failed(format!("the analyzer refused the lab's capture: {e}")))
+}

@@ -1,0 +1,245 @@
+//! Text renderers over lab results.
+
+use std::fmt::Write as _;
+
+use crate::compare::{Confusion, SimComparison};
+use crate::lab::LabRun;
+use crate::measure::{STALL_MARGIN, millis};
+use crate::suites::{DelayPoint, MatrixResult, Row};
+
+/// One run: its latency, throughput and stalled transactions.
+pub fn run_text(run: &LabRun, label: &str, path: &str) -> String {
+    let mut out = String::new();
+    let s = &run.summary;
+    let e = &run.exchange;
+    let _ = writeln!(out, "lab:          {label}, on {path}");
+    let _ = writeln!(
+        out,
+        "connection:   client {} -> server {}; request {:?} response {:?}, depth {}; TCP_MAXSEG {}",
+        e.client,
+        e.server,
+        run.plan.request,
+        run.plan.response,
+        run.plan.depth,
+        run.plan.client_mss
+    );
+    let _ = writeln!(
+        out,
+        "latency:      p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms, mean {:.3} ms",
+        s.p50_ms, s.p90_ms, s.p99_ms, s.max_ms, s.mean_ms
+    );
+    let _ = writeln!(
+        out,
+        "throughput:   {:.1} transactions/s, {:.3} Mbit/s",
+        s.transactions_per_second,
+        s.throughput_bps / 1e6
+    );
+    let base = run.baselines.first().map_or(0.0, |&b| millis(b));
+    let _ = writeln!(
+        out,
+        "stalled:      {} of {} (more than one path RTT + {} ms above the unstalled baseline, {:.3} ms for the first)",
+        s.stalled,
+        s.transactions,
+        STALL_MARGIN.as_millis(),
+        base
+    );
+    let _ = write!(out, "per transaction (ms, * = stalled):");
+    for (t, &stalled) in e.transactions.iter().zip(&run.stalled).take(40) {
+        let _ = write!(
+            out,
+            " {:.3}{}",
+            millis(t.latency),
+            if stalled { "*" } else { "" }
+        );
+    }
+    if e.transactions.len() > 40 {
+        let _ = write!(out, " ...");
+    }
+    out.push('\n');
+    if let (Some(found), Some(packets)) = (&run.analyzer_stalled, &run.packets) {
+        let c = Confusion::of(found, &run.stalled);
+        let _ = writeln!(
+            out,
+            "analyzer:     {} packets captured; {} transactions stalled by the analyzer, {} by the lab's clock; agree on {} of {}",
+            packets.len(),
+            found.iter().filter(|&&f| f).count(),
+            s.stalled,
+            c.true_positives + c.true_negatives,
+            c.total()
+        );
+    }
+    out
+}
+
+/// The simulator and the lab, transaction by transaction.
+pub fn comparison_text(cmp: &SimComparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "simulator (linux profile) against the lab, per transaction (stall = time above the unstalled baseline):"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>4}  {:>10}  {:>10}  {:>7}  {:>7}  {:>12}  {:>12}",
+        "#", "lab ms", "sim ms", "lab", "sim", "lab stall ms", "sim stall ms"
+    );
+    let yes = |b: bool| if b { "stalled" } else { "-" };
+    for p in cmp.pairs.iter().take(60) {
+        let _ = writeln!(
+            out,
+            "  {:>4}  {:>10.3}  {:>10.3}  {:>7}  {:>7}  {:>12.1}  {:>12.1}",
+            p.index,
+            p.lab_ms,
+            p.sim_ms,
+            yes(p.lab_stalled),
+            yes(p.sim_stalled),
+            p.lab_stall_ms,
+            p.sim_stall_ms
+        );
+    }
+    if cmp.pairs.len() > 60 {
+        let _ = writeln!(out, "  ... {} more", cmp.pairs.len() - 60);
+    }
+    out.push_str(&agreement_line(cmp));
+    out
+}
+
+fn agreement_line(cmp: &SimComparison) -> String {
+    let c = &cmp.confusion;
+    format!(
+        "agreement:    stalled-or-not {} of {} ({:.1}%); stall durations within 20%: {} of {} stalled in both\n",
+        c.true_positives + c.true_negatives,
+        c.total(),
+        c.agreement() * 100.0,
+        cmp.durations_within,
+        cmp.both_stalled
+    )
+}
+
+/// A side-by-side table of scenarios.
+pub fn table_text(title: &str, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{title}");
+    let _ = writeln!(
+        out,
+        "  {:<36} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}   {:>9} {:>8} {:>7}",
+        "scenario",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "tx/s",
+        "stalled",
+        "sim p50",
+        "sim st.",
+        "agree"
+    );
+    for row in rows {
+        let s = row.summary();
+        let _ = writeln!(
+            out,
+            "  {:<36} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.1} {:>8}   {:>9.3} {:>8} {:>6.0}%",
+            row.name,
+            s.p50_ms,
+            s.p90_ms,
+            s.p99_ms,
+            s.max_ms,
+            s.transactions_per_second,
+            format!("{}/{}", s.stalled, s.transactions),
+            row.sim_p50_ms(),
+            format!("{}/{}", row.sim_stalled(), row.sim.pairs.len()),
+            row.sim.confusion.agreement() * 100.0
+        );
+    }
+    out
+}
+
+/// The matrix: closed loop (analyzer against the lab) and fidelity (simulator against the lab).
+pub fn matrix_text(result: &MatrixResult) -> String {
+    let mut out = table_text(
+        "matrix (lab on this kernel, simulator's linux profile):",
+        &result.rows,
+    );
+    let transactions: usize = result.rows.iter().map(|r| r.run.summary.transactions).sum();
+    let stalled: usize = result.rows.iter().map(|r| r.run.summary.stalled).sum();
+    let _ = writeln!(
+        out,
+        "transactions: {transactions} in {} scenarios, {stalled} stalled by the lab's measure",
+        result.rows.len()
+    );
+    match &result.closed_loop {
+        Some(c) => {
+            let _ = writeln!(
+                out,
+                "closed loop:  analyzer (from the capture) against the lab: precision {:.4}, recall {:.4} (TP {}, FP {}, FN {}, TN {})",
+                c.precision(),
+                c.recall(),
+                c.true_positives,
+                c.false_positives,
+                c.false_negatives,
+                c.true_negatives
+            );
+        }
+        None => {
+            let _ = writeln!(out, "closed loop:  skipped (no capture)");
+        }
+    }
+    let f = &result.fidelity;
+    let _ = writeln!(
+        out,
+        "fidelity:     simulator against the lab: precision {:.4}, recall {:.4}",
+        f.confusion.precision(),
+        f.confusion.recall()
+    );
+    out.push_str(&agreement_line(f));
+    for row in &result.rows {
+        let c = &row.sim.confusion;
+        if c.false_positives + c.false_negatives > 0 {
+            let _ = writeln!(
+                out,
+                "  differs: {}: simulator stalled {} the lab did not, missed {}",
+                row.name, c.false_positives, c.false_negatives
+            );
+        }
+        if let Some(found) = &row.run.analyzer_stalled {
+            let a = Confusion::of(found, &row.run.stalled);
+            if a.false_positives + a.false_negatives > 0 {
+                let _ = writeln!(
+                    out,
+                    "  analyzer differs: {}: {} stalls the lab did not measure, {} missed",
+                    row.name, a.false_positives, a.false_negatives
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Requested against measured round trips.
+pub fn delay_text(points: &[DelayPoint]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "delay line accuracy (one-byte echo, TCP_NODELAY and TCP_QUICKACK both sides; each transaction is one round trip):"
+    );
+    let _ = writeln!(
+        out,
+        "  {:>12} {:>12} {:>12} {:>12} {:>10}   {:>14} {:>14} {:>14}",
+        "requested ms", "min ms", "p50 ms", "p99 ms", "p50 error", "line late p50", "p99", "max"
+    );
+    for p in points {
+        let _ = writeln!(
+            out,
+            "  {:>12.1} {:>12.3} {:>12.3} {:>12.3} {:>9.3}ms   {:>12.1}us {:>12.1}us {:>12.1}us",
+            p.requested_ms,
+            p.measured_min_ms,
+            p.measured_p50_ms,
+            p.measured_p99_ms,
+            p.measured_p50_ms - p.requested_ms,
+            p.line.p50_us,
+            p.line.p99_us,
+            p.line.max_us
+        );
+    }
+    out
+}

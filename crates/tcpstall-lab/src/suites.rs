@@ -1,0 +1,278 @@
+//! The published cases, each one command: seed 002's table of patterns and fixes, seed
+//! 000's bulk blocks, the closed-loop and fidelity matrix, the delay line's accuracy,
+//! and seeds 003 and 004 through the delay line.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tcpstall_sim::scenario::ScenarioFile;
+
+use crate::Result;
+use crate::compare::{Confusion, SimComparison, compare_with_simulator};
+use crate::delayline::Lateness;
+use crate::lab::{Lab, LabRun, RunOptions};
+use crate::measure::LatencySummary;
+
+/// One row of a side-by-side table: a scenario, the lab's run, the simulator's view.
+pub struct Row {
+    pub name: String,
+    pub file: ScenarioFile,
+    pub run: LabRun,
+    pub sim: SimComparison,
+}
+
+impl Row {
+    pub fn summary(&self) -> &LatencySummary {
+        &self.run.summary
+    }
+
+    /// The simulator's median latency over the same transactions, ms.
+    pub fn sim_p50_ms(&self) -> f64 {
+        let mut ms: Vec<f64> = self.sim.pairs.iter().map(|p| p.sim_ms).collect();
+        ms.sort_by(f64::total_cmp);
+        crate::measure::percentile(&ms, 50.0)
+    }
+
+    pub fn sim_stalled(&self) -> usize {
+        self.sim.pairs.iter().filter(|p| p.sim_stalled).count()
+    }
+}
+
+/// Runs one named scenario file and compares it with the simulator.
+pub fn run_row(lab: &Lab, name: &str, file: ScenarioFile, options: &RunOptions) -> Result<Row> {
+    let scenario = file.resolve()?;
+    let run = lab.run(&scenario, options)?;
+    let sim = compare_with_simulator(&run, &file, &lab.net)?;
+    Ok(Row {
+        name: name.to_string(),
+        file,
+        run,
+        sim,
+    })
+}
+
+fn pattern_file(pattern: &str, transactions: u32) -> ScenarioFile {
+    let mut file = ScenarioFile::default();
+    file.workload.pattern = pattern.to_string();
+    file.workload.transactions = transactions;
+    file
+}
+
+/// Seed 002: the request "hello " + "world\n" and its fixes, side by side.
+pub fn seed002_files(transactions: u32) -> Vec<(String, ScenarioFile)> {
+    let two = pattern_file("two-writes", transactions);
+    let mut nodelay = two.clone();
+    nodelay.client.options.nodelay = true;
+    let mut quickack = two.clone();
+    quickack.server.options.quickack = true;
+    let mut pipeline = pattern_file("pipeline", transactions);
+    pipeline.workload.depth = 2;
+    vec![
+        ("two writes, then read".into(), two),
+        ("one write".into(), pattern_file("one-write", transactions)),
+        (
+            "writev (one call)".into(),
+            pattern_file("writev", transactions),
+        ),
+        ("two writes, TCP_NODELAY client".into(), nodelay),
+        ("two writes, TCP_QUICKACK server".into(), quickack),
+        ("two writes, pipelining depth 2".into(), pipeline),
+    ]
+}
+
+pub fn seed002(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<Vec<Row>> {
+    seed002_files(transactions)
+        .into_iter()
+        .map(|(name, file)| run_row(lab, &name, file, options))
+        .collect()
+}
+
+/// Seed 000's block sizes, as in the simulator's sweep: exactly 69 full segments at MSS
+/// 1448, one byte more, and 100,000 bytes (69 full + 88).
+pub const BULK_BLOCKS: [u32; 3] = [99_912, 99_913, 100_000];
+/// The second of the two partial writes.
+pub const BULK_TAIL_WRITE: u32 = 100;
+
+/// Seed 000 on Linux: each block in one write, and the same bytes in two partial writes.
+pub fn bulk_files(transactions: u32) -> Vec<(String, ScenarioFile)> {
+    let mut files = Vec::new();
+    for block in BULK_BLOCKS {
+        let mut one = pattern_file("bulk", transactions);
+        one.workload.request = vec![block];
+        files.push((format!("{block} bytes in one write"), one));
+        let mut two = pattern_file("custom", transactions);
+        two.workload.request = vec![block - BULK_TAIL_WRITE, BULK_TAIL_WRITE];
+        two.workload.response = vec![1];
+        files.push((
+            format!(
+                "{block} bytes as {} + {BULK_TAIL_WRITE}",
+                block - BULK_TAIL_WRITE
+            ),
+            two,
+        ));
+    }
+    files
+}
+
+pub fn bulk(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<Vec<Row>> {
+    bulk_files(transactions)
+        .into_iter()
+        .map(|(name, file)| run_row(lab, &name, file, options))
+        .collect()
+}
+
+/// The matrix: every request/response pattern with and without each option.
+pub fn matrix_files(transactions: u32) -> Vec<(String, ScenarioFile)> {
+    let patterns = [
+        "two-writes",
+        "one-write",
+        "writev",
+        "pipeline",
+        "bulk",
+        "sftp",
+        "proxy-split",
+        "http-keepalive",
+    ];
+    let mut files = Vec::new();
+    for pattern in patterns {
+        let base = pattern_file(pattern, transactions);
+        let mut variants = vec![("as given", base.clone())];
+        let mut v = base.clone();
+        v.client.options.nodelay = true;
+        v.server.options.nodelay = true;
+        variants.push(("TCP_NODELAY", v));
+        let mut v = base.clone();
+        v.client.options.quickack = true;
+        v.server.options.quickack = true;
+        variants.push(("TCP_QUICKACK", v));
+        let mut v = base.clone();
+        v.client.options.cork = true;
+        v.server.options.cork = true;
+        variants.push(("TCP_CORK", v));
+        let mut v = base;
+        v.client.options.msg_more = true;
+        v.server.options.msg_more = true;
+        variants.push(("MSG_MORE", v));
+        for (variant, file) in variants {
+            files.push((format!("{pattern}, {variant}"), file));
+        }
+    }
+    files
+}
+
+/// Closed loop and fidelity over the matrix.
+#[derive(Default)]
+pub struct MatrixResult {
+    pub rows: Vec<Row>,
+    /// Analyzer (from the capture) against the lab's measurement; `None` without capture.
+    pub closed_loop: Option<Confusion>,
+    /// Simulator against the lab.
+    pub fidelity: SimComparison,
+}
+
+pub fn matrix(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<MatrixResult> {
+    let mut result = MatrixResult::default();
+    let mut closed = Confusion::default();
+    for (name, file) in matrix_files(transactions) {
+        let row = run_row(lab, &name, file, options)?;
+        if let Some(found) = &row.run.analyzer_stalled {
+            closed.add(Confusion::of(found, &row.run.stalled));
+        }
+        result.fidelity.add(&row.sim);
+        result.rows.push(row);
+    }
+    if options.capture {
+        result.closed_loop = Some(closed);
+    }
+    Ok(result)
+}
+
+/// Requested against measured round trips through the delay line.
+#[derive(Clone, Debug, Serialize)]
+pub struct DelayPoint {
+    pub requested_ms: f64,
+    pub measured_min_ms: f64,
+    pub measured_p50_ms: f64,
+    pub measured_p99_ms: f64,
+    pub line: LatenessReport,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct LatenessReport {
+    pub packets: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+impl From<Lateness> for LatenessReport {
+    fn from(l: Lateness) -> Self {
+        LatenessReport {
+            packets: l.packets,
+            p50_us: l.p50_us,
+            p99_us: l.p99_us,
+            max_us: l.max_us,
+        }
+    }
+}
+
+pub const DELAY_POINTS_MS: [f64; 7] = [0.0, 1.0, 5.0, 10.0, 20.0, 50.0, 100.0];
+
+/// Measures round trips through the line with a one-byte echo that nothing can hold
+/// (TCP_NODELAY and TCP_QUICKACK on both sides): each transaction is one round trip.
+pub fn delay_accuracy(lab: &Lab, rtts_ms: &[f64], transactions: u32) -> Result<Vec<DelayPoint>> {
+    let mut points = Vec::new();
+    for &rtt in rtts_ms {
+        let one_way = Duration::from_secs_f64(rtt / 2e3);
+        lab.net.set_delays(one_way, one_way)?;
+        let mut file = pattern_file("custom", transactions);
+        file.workload.request = vec![1];
+        file.workload.response = vec![1];
+        for side in [&mut file.client, &mut file.server] {
+            side.options.nodelay = true;
+            side.options.quickack = true;
+        }
+        if let Some(line) = &lab.net.line {
+            line.stats.take_lateness();
+        }
+        let run = lab.run(&file.resolve()?, &RunOptions::default())?;
+        let mut ms: Vec<f64> = run
+            .latencies()
+            .iter()
+            .map(|&d| crate::measure::millis(d))
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let lateness = lab
+            .net
+            .line
+            .as_ref()
+            .map(|l| l.stats.take_lateness())
+            .unwrap_or_default();
+        points.push(DelayPoint {
+            requested_ms: rtt,
+            measured_min_ms: ms.first().copied().unwrap_or(0.0),
+            measured_p50_ms: crate::measure::percentile(&ms, 50.0),
+            measured_p99_ms: crate::measure::percentile(&ms, 99.0),
+            line: lateness.into(),
+        });
+    }
+    Ok(points)
+}
+
+/// Seeds 003 (proxy-split) and 004 (http-keepalive) through the delay line.
+pub const WAN_RTTS_MS: [f64; 2] = [20.0, 100.0];
+
+pub fn wan(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for rtt in WAN_RTTS_MS {
+        let one_way = Duration::from_secs_f64(rtt / 2e3);
+        lab.net.set_delays(one_way, one_way)?;
+        for (seed, pattern) in [("seed 003", "proxy-split"), ("seed 004", "http-keepalive")] {
+            let mut file = pattern_file(pattern, transactions);
+            file.link.rtt_ms = rtt;
+            let name = format!("{seed} {pattern}, RTT {rtt:.0} ms");
+            rows.push(run_row(lab, &name, file, options)?);
+        }
+    }
+    Ok(rows)
+}
