@@ -10,6 +10,7 @@ use tcpstall_core::report::text;
 use tcpstall_lab::net::Net;
 use tcpstall_lab::privileges::Privileges;
 use tcpstall_lab::{Lab, RunOptions, compare, netns, report, suites};
+use tcpstall_report::compare::ComparisonRow;
 use tcpstall_sim::scenario::{ScenarioFile, SocketOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -88,6 +89,9 @@ pub struct LabArgs {
     /// Fail a run that takes longer than this, seconds
     #[arg(long, value_name = "SECS", default_value_t = 120.0)]
     time_limit: f64,
+    /// Write the comparison table and latency distributions as a self-contained HTML page
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
 }
 
 type Fallible<T> = Result<T, String>;
@@ -332,13 +336,71 @@ fn run_one(
             },
         ));
     }
+    let mut rows = vec![ComparisonRow {
+        label: format!("lab: {}", label(file)),
+        latencies: run
+            .exchange
+            .transactions
+            .iter()
+            .map(|t| t.latency.as_secs_f64())
+            .collect(),
+        extra: vec![format!(
+            "{}/{}",
+            run.summary.stalled, run.summary.transactions
+        )],
+    }];
     if args.compare_sim {
         let cmp =
             compare::compare_with_simulator(&run, file, &lab.net).map_err(|e| e.to_string())?;
         out.push('\n');
         out.push_str(&report::comparison_text(&cmp));
+        rows.push(ComparisonRow {
+            label: "simulator, linux profile".into(),
+            latencies: cmp.pairs.iter().map(|p| p.sim_ms / 1e3).collect(),
+            extra: vec![format!(
+                "{}/{}",
+                cmp.pairs.iter().filter(|p| p.sim_stalled).count(),
+                cmp.pairs.len()
+            )],
+        });
     }
+    write_html(args, &format!("lab: {}", label(file)), &rows)?;
     Ok(out)
+}
+
+/// `--html`: the rows as a comparison table with their latency distributions.
+fn write_html(args: &LabArgs, title: &str, rows: &[ComparisonRow]) -> Fallible<()> {
+    let Some(path) = &args.html else {
+        return Ok(());
+    };
+    // Latencies at or above 30 ms are drawn as stalls: under every delayed-ACK timer.
+    let page = tcpstall_report::compare::comparison(title, &["stalled"], rows, Some(0.030)).page;
+    std::fs::write(path, page).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Each suite row twice: the lab's latencies and the simulator's.
+fn suite_rows(rows: &[suites::Row]) -> Vec<ComparisonRow> {
+    let mut out = Vec::new();
+    for row in rows {
+        out.push(ComparisonRow {
+            label: format!("{} (lab)", row.name),
+            latencies: row.sim.pairs.iter().map(|p| p.lab_ms / 1e3).collect(),
+            extra: vec![format!(
+                "{}/{}",
+                row.run.summary.stalled, row.run.summary.transactions
+            )],
+        });
+        out.push(ComparisonRow {
+            label: format!("{} (simulator)", row.name),
+            latencies: row.sim.pairs.iter().map(|p| p.sim_ms / 1e3).collect(),
+            extra: vec![format!(
+                "{}/{}",
+                row.sim.pairs.iter().filter(|p| p.sim_stalled).count(),
+                row.sim.pairs.len()
+            )],
+        });
+    }
+    out
 }
 
 fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> Fallible<String> {
@@ -348,6 +410,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
         Suite::Seed002 => {
             let n = args.transactions.unwrap_or(20);
             let rows = suites::seed002(lab, n, options).map_err(err)?;
+            write_html(args, "seed 002 on this kernel", &suite_rows(&rows))?;
             report::table_text(
                 &format!("seed 002 on this kernel, {n} transactions each, {path}:"),
                 &rows,
@@ -356,6 +419,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
         Suite::Bulk => {
             let n = args.transactions.unwrap_or(12);
             let rows = suites::bulk(lab, n, options).map_err(err)?;
+            write_html(args, "seed 000 blocks on Linux", &suite_rows(&rows))?;
             report::table_text(
                 &format!("seed 000 blocks on Linux, {n} blocks each, {path}:"),
                 &rows,
@@ -364,6 +428,11 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
         Suite::Matrix => {
             let n = args.transactions.unwrap_or(30);
             let result = suites::matrix(lab, n, options).map_err(err)?;
+            write_html(
+                args,
+                "scenario matrix on this kernel",
+                &suite_rows(&result.rows),
+            )?;
             report::matrix_text(&result)
         }
         Suite::DelayAccuracy => {
@@ -380,6 +449,11 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             }
             let n = args.transactions.unwrap_or(20);
             let rows = suites::wan(lab, n, options).map_err(err)?;
+            write_html(
+                args,
+                "seeds 003 and 004 through the delay line",
+                &suite_rows(&rows),
+            )?;
             let mut out = report::table_text(
                 &format!("seeds 003 and 004 through the delay line, {n} transactions each:"),
                 &rows,

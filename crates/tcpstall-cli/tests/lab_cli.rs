@@ -201,3 +201,34 @@ fn delay_line_reproduces_seed003_against_the_simulator() {
         Ok(())
     });
 }
+
+#[test]
+fn html_page_holds_the_table_and_the_latency_distributions() {
+    let dir = std::env::temp_dir().join(format!("tcpstall-lab-html-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("lab.html");
+    let out = tcpstall(&[
+        "lab",
+        "--pattern",
+        "two-writes",
+        "-n",
+        "4",
+        "--compare-sim",
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<table"), "{html}");
+    assert!(html.contains("<svg"), "{html}");
+    assert!(html.contains("simulator, linux profile"), "{html}");
+    assert!(
+        !html.contains("src=\"http") && !html.contains("href=\"http"),
+        "the page fetches nothing"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
