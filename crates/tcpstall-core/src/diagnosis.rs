@@ -452,7 +452,7 @@ fn rank_fixes(d: &ConnectionDiagnosis, holder: Option<usize>, delayer: Option<us
                     ));
                     fixes.extend(holder_fix(
                         "keep two requests in flight (pipelining, double buffering)",
-                        "the next request follows the one waiting for its ACK",
+                        "the next request follows the one waiting for its ACK; with requests still written in pieces some stalls remain",
                     ));
                     fixes.extend(holder_fix(
                         "set TCP_NODELAY",

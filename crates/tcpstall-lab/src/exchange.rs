@@ -32,6 +32,8 @@ pub struct Plan {
     pub transactions: u32,
     pub server_think: Duration,
     pub client_think: Duration,
+    /// Time between the writes of one message (zero: back to back).
+    pub write_gap: Duration,
     pub client: SocketOptions,
     pub server: SocketOptions,
     /// TCP_MAXSEG each side sets, so the segment size is the scenario's on any path.
@@ -66,6 +68,7 @@ impl Plan {
             transactions: scenario.transactions,
             server_think: Duration::from_nanos(scenario.server_think.max(0) as u64),
             client_think: Duration::from_nanos(scenario.client_think.max(0) as u64),
+            write_gap: Duration::from_nanos(scenario.write_gap.max(0) as u64),
             client: scenario.client.options,
             server: scenario.server.options,
             client_mss: scenario.client.announced_mss,
@@ -228,6 +231,7 @@ fn write_message(
     writes: &[u32],
     options: SocketOptions,
     gather: bool,
+    gap: Duration,
     payload: &[u8],
 ) -> Result<()> {
     let sock = SockRef::from(stream);
@@ -250,6 +254,9 @@ fn write_message(
     } else {
         for (i, &n) in writes.iter().enumerate() {
             let last = i + 1 == writes.len();
+            if i > 0 && !gap.is_zero() {
+                std::thread::sleep(gap);
+            }
             let flags = if options.msg_more && !last {
                 libc::MSG_MORE
             } else {
@@ -322,7 +329,14 @@ fn serve(listener: &TcpListener, plan: &Plan, deadline: Instant) -> Result<()> {
             if !plan.server_think.is_zero() {
                 std::thread::sleep(plan.server_think);
             }
-            write_message(&stream, &plan.response, plan.server, false, &payload)?;
+            write_message(
+                &stream,
+                &plan.response,
+                plan.server,
+                false,
+                plan.write_gap,
+                &payload,
+            )?;
             answered += 1;
         }
     }
@@ -374,6 +388,7 @@ fn run_client(plan: &Plan, server: SocketAddr, deadline: Instant) -> Result<Exch
                 &plan.request,
                 plan.client,
                 plan.gather_request,
+                plan.write_gap,
                 &payload,
             )?;
         }

@@ -103,12 +103,23 @@ pub fn bulk_files(transactions: u32) -> Vec<(String, ScenarioFile)> {
         let mut two = pattern_file("custom", transactions);
         two.workload.request = vec![block - BULK_TAIL_WRITE, BULK_TAIL_WRITE];
         two.workload.response = vec![1];
+        let mut spaced = two.clone();
         files.push((
             format!(
                 "{block} bytes as {} + {BULK_TAIL_WRITE}",
                 block - BULK_TAIL_WRITE
             ),
             two,
+        ));
+        // Autocorking joins back-to-back writes while the first is still leaving the
+        // host; writes 5 ms apart leave the tail of the first on its own.
+        spaced.workload.write_gap_ms = 5.0;
+        files.push((
+            format!(
+                "{block} bytes as {} + {BULK_TAIL_WRITE}, 5 ms apart",
+                block - BULK_TAIL_WRITE
+            ),
+            spaced,
         ));
     }
     files

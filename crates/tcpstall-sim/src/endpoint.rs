@@ -43,6 +43,7 @@ pub struct WireSegment {
 pub enum HoldReason {
     Nagle,
     Cork,
+    Autocork,
     CongestionWindow,
     ReceiveWindow,
 }
@@ -52,6 +53,7 @@ impl HoldReason {
         match self {
             HoldReason::Nagle => "nagle",
             HoldReason::Cork => "cork",
+            HoldReason::Autocork => "autocork",
             HoldReason::CongestionWindow => "congestion-window",
             HoldReason::ReceiveWindow => "receive-window",
         }
@@ -78,6 +80,8 @@ pub struct Output {
     pub delack_at: Option<Nanos>,
     pub rto_at: Option<Nanos>,
     pub cork_flush_at: Option<Nanos>,
+    /// A write waits for this side's data to leave the host: try again when it has.
+    pub autocorked: bool,
     /// Bytes newly delivered to the application.
     pub delivered: u64,
     pub peer_closed: bool,
@@ -110,6 +114,8 @@ pub struct Endpoint {
     dupacks: u32,
     hold: Option<(HoldReason, Nanos)>,
     cork_deadline: Option<Nanos>,
+    /// When this side's last data segment has left the host (set by the link).
+    pub data_in_host_until: Nanos,
     pub fin_sent: bool,
     // Receiving.
     rcv_nxt: u64,
@@ -157,6 +163,7 @@ impl Endpoint {
             dupacks: 0,
             hold: None,
             cork_deadline: None,
+            data_in_host_until: 0,
             fin_sent: false,
             rcv_nxt: 0,
             out_of_order: Vec::new(),
@@ -313,9 +320,18 @@ impl Endpoint {
         message_incomplete && !flushed
     }
 
+    /// Linux tcp_should_autocork: a sub-MSS write waits while earlier data of this socket
+    /// is still queued in the host; more writes then join it.
+    fn autocork_holds(&self, now: Nanos, sent_data_now: bool) -> bool {
+        self.profile.autocork
+            && !self.options.nodelay
+            && (sent_data_now || now < self.data_in_host_until)
+    }
+
     /// Sends what the rules allow. `trigger` is the ACK being processed, if any, so a
     /// released hold can name it.
     pub fn try_send(&mut self, now: Nanos, trigger: Option<&WireSegment>, out: &mut Output) {
+        let mut sent_data_now = false;
         loop {
             let available = self.written.saturating_sub(self.snd_nxt);
             if available == 0 || self.fin_sent {
@@ -335,6 +351,8 @@ impl Endpoint {
                 Some(HoldReason::Cork)
             } else if partial && self.nagle_holds() {
                 Some(HoldReason::Nagle)
+            } else if partial && self.autocork_holds(now, sent_data_now) {
+                Some(HoldReason::Autocork)
             } else {
                 None
             };
@@ -349,6 +367,9 @@ impl Endpoint {
                 {
                     self.cork_deadline = Some(now + flush);
                     out.cork_flush_at = Some(now + flush);
+                }
+                if reason == HoldReason::Autocork {
+                    out.autocorked = true;
                 }
                 break;
             }
@@ -372,6 +393,7 @@ impl Endpoint {
                 self.rtt_probe = Some((self.snd_nxt, now));
             }
             self.note_data_sent(now);
+            sent_data_now = true;
             out.segments.push(segment);
             if out.rto_at.is_none() {
                 out.rto_at = Some(now + self.rto);

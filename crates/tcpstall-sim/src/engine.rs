@@ -24,10 +24,29 @@ const FRAME_OVERHEAD: u64 = 14 + 20 + 20;
 #[derive(Clone, Debug)]
 enum Event {
     Arrive(WireSegment),
-    DelayedAck { side: usize, generation: u64 },
-    Rto { side: usize, generation: u64 },
-    CorkFlush { side: usize },
-    AppWrite { side: usize },
+    DelayedAck {
+        side: usize,
+        generation: u64,
+    },
+    Rto {
+        side: usize,
+        generation: u64,
+    },
+    CorkFlush {
+        side: usize,
+    },
+    /// The side's data has left the host: autocorked writes may go.
+    HostQueueDrained {
+        side: usize,
+    },
+    AppWrite {
+        side: usize,
+    },
+    /// The next writes of a message whose writes are spaced apart.
+    WriteRest {
+        side: usize,
+        writes: Vec<(u32, bool)>,
+    },
 }
 
 struct Queued {
@@ -321,7 +340,13 @@ impl<'a> Simulation<'a> {
                     self.endpoints[side].cork_flush(self.now, &mut out);
                     self.apply(side, out);
                 }
+                Event::HostQueueDrained { side } => {
+                    let mut out = Output::default();
+                    self.endpoints[side].try_send(self.now, None, &mut out);
+                    self.apply(side, out);
+                }
                 Event::AppWrite { side } => self.app_write(side),
+                Event::WriteRest { side, writes } => self.write_rest(side, writes),
             }
         }
         self.result.end_time = self.now;
@@ -392,6 +417,10 @@ impl<'a> Simulation<'a> {
         for segment in out.segments {
             self.transmit(segment);
         }
+        if out.autocorked {
+            let drained = self.endpoints[side].data_in_host_until.max(self.now);
+            self.schedule(drained, Event::HostQueueDrained { side });
+        }
         if let Some(at) = out.delack_at {
             self.generations[side][DELACK] += 1;
             let generation = self.generations[side][DELACK];
@@ -437,7 +466,7 @@ impl<'a> Simulation<'a> {
         let class = match hold.reason {
             HoldReason::Nagle => "nagle-delayed-ack",
             HoldReason::CongestionWindow | HoldReason::ReceiveWindow => "delayed-ack",
-            HoldReason::Cork => return,
+            HoldReason::Cork | HoldReason::Autocork => return,
         };
         let at_capture = self.capture_time_of_departure(side, hold.released);
         self.result.stalls.push(TruthStall {
@@ -484,6 +513,9 @@ impl<'a> Simulation<'a> {
         let start = self.now.max(lane.free_at);
         let departed = start + serialization;
         lane.free_at = departed;
+        if segment.len > 0 {
+            self.endpoints[from].data_in_host_until = departed;
+        }
         let jitter = if self.scenario.link.jitter_ms > 0.0 {
             (self.rng.unit() * self.scenario.link.jitter_ms * 1e6) as Nanos
         } else {
@@ -525,13 +557,37 @@ impl<'a> Simulation<'a> {
 
     fn write_message(&mut self, side: usize, writes: &[u32]) {
         let options = self.endpoints[side].options;
+        let marked: Vec<(u32, bool)> = writes
+            .iter()
+            .enumerate()
+            .map(|(i, &bytes)| {
+                (
+                    bytes,
+                    i + 1 < writes.len() && (options.cork || options.msg_more),
+                )
+            })
+            .collect();
+        self.write_rest(side, marked);
+    }
+
+    /// Performs a message's writes: all at once, or the first now and the rest
+    /// `write_gap` apart.
+    fn write_rest(&mut self, side: usize, writes: Vec<(u32, bool)>) {
         let mut out = Output::default();
-        for (i, &bytes) in writes.iter().enumerate() {
-            let last = i + 1 == writes.len();
-            let more = !last && (options.cork || options.msg_more);
+        let gap = self.scenario.write_gap;
+        let split = if gap > 0 {
+            1.min(writes.len())
+        } else {
+            writes.len()
+        };
+        for &(bytes, more) in &writes[..split] {
             self.endpoints[side].app_write(self.now, bytes, more, &mut out);
         }
         self.apply(side, out);
+        if split < writes.len() {
+            let rest = writes[split..].to_vec();
+            self.schedule(self.now + gap, Event::WriteRest { side, writes: rest });
+        }
     }
 
     fn client_received(&mut self, bytes: u64) {

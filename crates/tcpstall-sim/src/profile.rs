@@ -118,6 +118,9 @@ pub struct StackProfile {
     pub rto_rule: RtoRule,
     /// Corked data (TCP_CORK, MSG_MORE) is sent after this long regardless.
     pub cork_flush: Option<Nanos>,
+    /// Linux autocorking: a sub-MSS write waits while this socket's previous data is
+    /// still in the host's queues, so back-to-back small writes leave together.
+    pub autocork: bool,
     /// Where each value comes from, and how sure we are of it.
     pub sources: &'static [(&'static str, &'static str)],
 }
@@ -162,6 +165,7 @@ pub fn linux() -> StackProfile {
         min_rto: 200 * MS,
         rto_rule: RtoRule::LinuxVarianceFloor,
         cork_flush: Some(200 * MS),
+        autocork: true,
         sources: &[
             (
                 "nagle",
@@ -211,6 +215,7 @@ pub fn windows() -> StackProfile {
         min_rto: 300 * MS,
         rto_rule: RtoRule::Rfc6298,
         cork_flush: None,
+        autocork: false,
         sources: &[
             (
                 "nagle",
@@ -257,6 +262,7 @@ pub fn macos_legacy() -> StackProfile {
         min_rto: 1000 * MS,
         rto_rule: RtoRule::Rfc6298,
         cork_flush: None,
+        autocork: false,
         sources: &[
             (
                 "nagle",
@@ -297,6 +303,7 @@ pub fn freebsd() -> StackProfile {
         min_rto: 30 * MS,
         rto_rule: RtoRule::FreeBsdSlop { slop: 200 * MS },
         cork_flush: None,
+        autocork: false,
         sources: &[
             ("nagle", "tcp_output.c: classic Nagle (likely)"),
             ("timestamps", "net.inet.tcp.rfc1323=1 (confirmed)"),
@@ -334,6 +341,7 @@ pub fn aix() -> StackProfile {
         min_rto: 1000 * MS,
         rto_rule: RtoRule::Rfc6298,
         cork_flush: None,
+        autocork: false,
         sources: &[
             ("nagle", "classic Nagle (likely)"),
             ("timestamps", "rfc1323=0 by default (likely)"),

@@ -111,6 +111,8 @@ pub struct WorkloadConfig {
     /// Time the server takes before answering, and the client before its next request.
     pub server_think_ms: f64,
     pub client_think_ms: f64,
+    /// Time between the writes of one message (0: back to back).
+    pub write_gap_ms: f64,
 }
 
 impl Default for WorkloadConfig {
@@ -123,6 +125,7 @@ impl Default for WorkloadConfig {
             transactions: 10,
             server_think_ms: 0.0,
             client_think_ms: 0.0,
+            write_gap_ms: 0.0,
         }
     }
 }
@@ -223,6 +226,7 @@ pub struct Scenario {
     pub transactions: u32,
     pub server_think: Nanos,
     pub client_think: Nanos,
+    pub write_gap: Nanos,
     pub capture: CapturePoint,
 }
 
@@ -357,6 +361,7 @@ impl ScenarioFile {
             transactions,
             server_think: millis_to_nanos(w.server_think_ms.max(0.0)),
             client_think,
+            write_gap: millis_to_nanos(w.write_gap_ms.clamp(0.0, 60_000.0)),
             capture,
         })
     }

@@ -310,3 +310,22 @@ fn scenario_files_with_unknown_keys_or_values_are_refused() {
         assert!(err.contains(needle), "{text:?}: {err}");
     }
 }
+
+/// Linux autocorking: a block written as two back-to-back writes leaves as one stream
+/// (69 full segments and an 88-byte tail: Minshall's variant sends the tail at once);
+/// written 5 ms apart, the first write's tail leaves alone and the second waits for its
+/// delayed ACK.
+#[test]
+fn linux_autocork_joins_back_to_back_writes_of_a_block() {
+    let mut file = scenario("linux", "linux", "custom");
+    file.workload.request = vec![99_900, 100];
+    file.workload.response = vec![1];
+    file.workload.transactions = 6;
+    file.link.rtt_ms = 1.0;
+    let (s, _) = simulate(&file);
+    assert_eq!(s.stalled_transactions, 0, "back to back: {s:?}");
+    file.workload.write_gap_ms = 5.0;
+    let (s, result) = simulate(&file);
+    assert!(s.stalled_transactions >= 5, "5 ms apart: {s:?}");
+    assert!(result.stalls.iter().all(|t| t.bytes == 100));
+}
