@@ -450,6 +450,7 @@ fn profiles_text() -> String {
                 p.cork_flush
                     .map_or("none".to_string(), |c| format!("{} ms", c / 1_000_000)),
             ),
+            ("autocork", format!("{}", p.autocork)),
         ];
         for (key, value) in rows {
             let source = p
