@@ -184,13 +184,20 @@ pub fn analyze<R: Read + Send + 'static>(
         collector.take(connection);
     }
     summary.duplicates = collector.duplicates;
-    let mut diagnoses = collector.diagnoses;
-    diagnoses.sort_by(|a, b| {
+    // Sorting indices, then moving each diagnosis once, spares moving the large values
+    // through the sort.
+    let diagnoses = collector.diagnoses;
+    let mut order: Vec<usize> = (0..diagnoses.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&diagnoses[a], &diagnoses[b]);
         b.time_lost
             .cmp(&a.time_lost)
             .then_with(|| b.gap_count().cmp(&a.gap_count()))
             .then_with(|| a.first_time.cmp(&b.first_time))
     });
+    let mut slots: Vec<Option<ConnectionDiagnosis>> = diagnoses.into_iter().map(Some).collect();
+    let diagnoses: Vec<ConnectionDiagnosis> =
+        order.into_iter().filter_map(|i| slots[i].take()).collect();
     Ok(Analysis {
         input: summary,
         connections: diagnoses,

@@ -780,9 +780,7 @@ impl FlowTable {
                 self.end(i, false);
             }
         }
-        let mut ended = std::mem::take(&mut self.ended);
-        ended.sort_by_key(|c| c.first_packet);
-        ended
+        std::mem::take(&mut self.ended)
     }
 }
 

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Speed near the hardware's limit, and memory on huge captures.
+#
+#   bench/trust-at-scale.sh [SIZE] [CONNECTIONS]     defaults: 1G, 3000000
+#
+# On one synthetic capture of SIZE (page cache warm), in one run: the floor (cat to
+# /dev/null, and a pcap record walk through tcpstall's own reader), tcpstall analyze,
+# tshark -q -z conv,tcp and tcptrace -n (both from Debian's packages, installed when
+# missing). Then peak RSS of tcpstall on a capture of CONNECTIONS short connections and
+# on a 4 GB capture. Writes only under bench/out/ (and cargo's target directory).
+set -euo pipefail
+trap 'echo "trust-at-scale: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
+cd "$(dirname "$0")/.."
+size=${1:-1G}
+connections=${2:-3000000}
+out=bench/out
+mkdir -p "$out"
+
+missing=()
+command -v tshark >/dev/null || missing+=(tshark)
+command -v tcptrace >/dev/null || missing+=(tcptrace)
+[ -x /usr/bin/time ] || missing+=(time)
+if [ ${#missing[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || { echo "trust-at-scale: needs ${missing[*]}; run as root to install them" >&2; exit 2; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+cargo build --release --quiet -p tcpstall-cli -p tcpstall-core --bin tcpstall \
+    --example synth_capture --example many_connections --example record_walk
+bin=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)/release
+
+generate() { # FILE SIZE
+    if [ ! -s "$1" ]; then
+        echo "generating $1 ..."
+        "$bin/examples/synth_capture" "$1.part" "$2"
+        mv "$1.part" "$1"
+    fi
+}
+file=$out/synth-$size.pcap
+generate "$file" "$size"
+timing=$out/time.txt
+
+# measure NAME CMD...: wall seconds and peak RSS (KB) into $secs and $rss
+measure() {
+    local name=$1
+    shift
+    echo "timing $name ..." >&2
+    /usr/bin/time -f '%e %M' -o "$timing" "$@" >/dev/null 2>>"$out/stderr.log"
+    read -r secs rss < <(tail -n 1 "$timing")
+}
+
+packets=$("$bin/examples/record_walk" "$file" | cut -d' ' -f1)
+measure cat cat "$file"; cat_s=$secs cat_k=$rss
+measure "record walk" "$bin/examples/record_walk" "$file"; walk_s=$secs walk_k=$rss
+measure tcpstall "$bin/tcpstall" analyze "$file"
+measure tcpstall "$bin/tcpstall" analyze "$file"; ts_s=$secs ts_k=$rss
+measure tcptrace tcptrace -n "$file"; tt_s=$secs tt_k=$rss
+measure tshark tshark -q -z conv,tcp -r "$file"; sh_s=$secs sh_k=$rss
+
+echo
+echo "capture: $file, $(stat -c %s "$file") bytes, $packets packets; $(nproc) CPUs"
+awk -v p="$packets" -v cs="$cat_s" -v ck="$cat_k" -v ws="$walk_s" -v wk="$walk_k" \
+    -v ts="$ts_s" -v tk="$ts_k" -v xs="$tt_s" -v xk="$tt_k" -v ss="$sh_s" -v sk="$sh_k" '
+    function row(tool, s, kb) {
+        printf "%-28s %9.2f %14s %12.1f\n", tool, s, (s > 0 ? sprintf("%.0f", p / s) : "-"), kb / 1024
+    }
+    BEGIN {
+        printf "%-28s %9s %14s %12s\n", "tool", "seconds", "packets/s", "peak RSS MB"
+        row("cat > /dev/null", cs, ck)
+        row("pcap record walk", ws, wk)
+        row("tcpstall analyze", ts, tk)
+        row("tcptrace -n", xs, xk)
+        row("tshark -q -z conv,tcp", ss, sk)
+        printf "tcpstall: %.1fx the record walk; tcptrace %.1fx and tshark %.1fx the time of tcpstall\n",
+            (ws > 0 ? ts / ws : 0), (ts > 0 ? xs / ts : 0), (ts > 0 ? ss / ts : 0)
+    }'
+
+many=$out/many-$connections.pcap
+if [ ! -s "$many" ]; then
+    "$bin/examples/many_connections" "$many.part" "$connections"
+    mv "$many.part" "$many"
+fi
+measure "tcpstall (many connections)" "$bin/tcpstall" analyze "$many"
+echo "$connections short connections ($(stat -c %s "$many") bytes): tcpstall ${secs} s, peak RSS $((rss / 1024)) MB"
+
+big=$out/synth-4G.pcap
+generate "$big" 4G
+measure "tcpstall (4 GB)" "$bin/tcpstall" analyze "$big"
+echo "4 GB capture ($(stat -c %s "$big") bytes): tcpstall ${secs} s, peak RSS $((rss / 1024)) MB"
