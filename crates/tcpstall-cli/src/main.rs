@@ -149,6 +149,26 @@ fn finish_on_interrupt() {
     }
 }
 
+/// Writes the text or JSON report to standard output as it is rendered (the JSON of a
+/// huge capture is never held whole in memory).
+fn write_report(analysis: &tcpstall_core::analyze::Analysis, args: &AnalyzeArgs) -> io::Result<()> {
+    let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &json::build(analysis)).map_err(io::Error::from)?;
+        out.write_all(b"\n")?;
+    } else {
+        let text = text::render(
+            analysis,
+            text::TextOptions {
+                stalls: args.stalls,
+                all: args.all,
+            },
+        );
+        out.write_all(text.as_bytes())?;
+    }
+    out.flush()
+}
+
 fn run_analyze(args: AnalyzeArgs) -> ExitCode {
     if !(args.min_gap.is_finite() && args.min_gap > 0.0 && args.min_gap <= 60_000.0) {
         eprintln!(
@@ -163,8 +183,8 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             ..DetectConfig::default()
         },
         filter: Filter {
-            hosts: args.host,
-            ports: args.port,
+            hosts: args.host.clone(),
+            ports: args.port.clone(),
         },
     };
     let source = args.capture.display().to_string();
@@ -217,27 +237,7 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
     };
-    let rendered = if args.json {
-        match serde_json::to_string_pretty(&json::build(&analysis)) {
-            Ok(mut s) => {
-                s.push('\n');
-                s
-            }
-            Err(e) => {
-                eprintln!("tcpstall: error: cannot encode the JSON report: {e}");
-                return ExitCode::from(EXIT_ERROR);
-            }
-        }
-    } else {
-        text::render(
-            &analysis,
-            text::TextOptions {
-                stalls: args.stalls,
-                all: args.all,
-            },
-        )
-    };
-    if let Err(e) = io::stdout().lock().write_all(rendered.as_bytes())
+    if let Err(e) = write_report(&analysis, &args)
         && e.kind() != io::ErrorKind::BrokenPipe
     {
         eprintln!("tcpstall: error: writing the report: {e}");

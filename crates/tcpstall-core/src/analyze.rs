@@ -63,32 +63,103 @@ pub struct InputSummary {
 #[derive(Clone, Debug)]
 pub struct Analysis {
     pub input: InputSummary,
-    /// Worst first: most time lost to TCP stalls, then other gaps, then by start time.
+    /// Worst first: most time lost to TCP stalls, then most gaps, then by start time;
+    /// at most [`MAX_LISTED_CONNECTIONS`].
     pub connections: Vec<ConnectionDiagnosis>,
-    /// Connections without any gap beyond the first [`MAX_QUIET_LISTED`]: only counted.
-    pub unlisted_quiet: QuietTotals,
+    /// The connections beyond the listing limit (the least severe): only their totals.
+    pub unlisted: UnlistedTotals,
     pub min_gap: Nanos,
 }
 
-/// Connections listed without any gap; beyond this they are only counted, so a capture
-/// of millions of short connections stays within a fixed memory budget.
-pub const MAX_QUIET_LISTED: usize = 100_000;
+impl Analysis {
+    /// Every connection, listed or not.
+    pub fn total_connections(&self) -> u64 {
+        self.connections.len() as u64 + self.unlisted.connections
+    }
+
+    pub fn connections_with_stalls(&self) -> u64 {
+        self.connections
+            .iter()
+            .filter(|c| c.stall_count > 0)
+            .count() as u64
+            + self.unlisted.connections_with_stalls
+    }
+
+    pub fn total_stalls(&self) -> u64 {
+        self.connections
+            .iter()
+            .map(|c| c.stall_count as u64)
+            .sum::<u64>()
+            + self.unlisted.stalls
+    }
+
+    pub fn total_time_lost(&self) -> Nanos {
+        self.connections.iter().map(|c| c.time_lost).sum::<Nanos>() + self.unlisted.time_lost
+    }
+
+    /// Gaps of each class over every connection: (count, total duration) by class index.
+    pub fn gaps_by_class(&self) -> [(u64, Nanos); 6] {
+        let mut totals = self.unlisted.gaps_by_class;
+        for c in &self.connections {
+            for (class, (count, duration)) in c.class_counts() {
+                totals[class.index()].0 += count as u64;
+                totals[class.index()].1 += duration;
+            }
+        }
+        totals
+    }
+}
+
+/// Connections listed in detail. Beyond this the least severe are only added to
+/// totals, so memory stays bounded on captures of millions of connections.
+pub const MAX_LISTED_CONNECTIONS: usize = 20_000;
 
 /// Totals of the connections not listed.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct QuietTotals {
+pub struct UnlistedTotals {
     pub connections: u64,
+    pub connections_with_stalls: u64,
+    pub stalls: u64,
+    pub time_lost: Nanos,
     pub packets: u64,
     pub bytes: u64,
+    /// (count, total duration) by class index.
+    pub gaps_by_class: [(u64, Nanos); 6],
 }
 
-/// Diagnoses connections as they end, keeping every one with a gap and the first
-/// [`MAX_QUIET_LISTED`] without.
+impl UnlistedTotals {
+    fn add(&mut self, d: &ConnectionDiagnosis) {
+        self.connections += 1;
+        self.connections_with_stalls += u64::from(d.stall_count > 0);
+        self.stalls += d.stall_count as u64;
+        self.time_lost += d.time_lost;
+        self.packets += d.packets;
+        self.bytes += d.bytes_client_to_server + d.bytes_server_to_client;
+        for (class, (count, duration)) in d.class_counts() {
+            self.gaps_by_class[class.index()].0 += count as u64;
+            self.gaps_by_class[class.index()].1 += duration;
+        }
+    }
+}
+
+/// Most severe first: time lost to stalls, then gaps, then the earliest.
+fn severity_order(a: &ConnectionDiagnosis, b: &ConnectionDiagnosis) -> std::cmp::Ordering {
+    b.time_lost
+        .cmp(&a.time_lost)
+        .then_with(|| b.gap_count().cmp(&a.gap_count()))
+        .then_with(|| a.first_time.cmp(&b.first_time))
+}
+
+/// Gaps listed one by one over all listed connections (232 bytes each); beyond this the
+/// least severe connections keep only their gaps' counts.
+pub const MAX_LISTED_GAPS: usize = 200_000;
+
+/// Diagnoses connections as they end and keeps the most severe.
 #[derive(Default)]
 struct Collector {
     diagnoses: Vec<ConnectionDiagnosis>,
-    quiet_listed: usize,
-    unlisted_quiet: QuietTotals,
+    listed_gaps: usize,
+    unlisted: UnlistedTotals,
     duplicates: u64,
 }
 
@@ -96,17 +167,47 @@ impl Collector {
     fn take(&mut self, connection: crate::flow::Connection) {
         self.duplicates += connection.duplicates;
         let diagnosis = diagnose(connection);
-        if diagnosis.gap_count() == 0 {
-            if self.quiet_listed >= MAX_QUIET_LISTED {
-                self.unlisted_quiet.connections += 1;
-                self.unlisted_quiet.packets += diagnosis.packets;
-                self.unlisted_quiet.bytes +=
-                    diagnosis.bytes_client_to_server + diagnosis.bytes_server_to_client;
-                return;
-            }
-            self.quiet_listed += 1;
-        }
+        self.listed_gaps += diagnosis.events.len();
         self.diagnoses.push(diagnosis);
+        if self.diagnoses.len() >= 2 * MAX_LISTED_CONNECTIONS {
+            self.keep_most_severe();
+        }
+        if self.listed_gaps > MAX_LISTED_GAPS {
+            self.unlist_gaps_of_least_severe();
+        }
+    }
+
+    /// Keeps the gap listings of the most severe connections within three quarters of
+    /// [`MAX_LISTED_GAPS`]; the others keep their gaps as counts.
+    fn unlist_gaps_of_least_severe(&mut self) {
+        self.diagnoses.sort_unstable_by(severity_order);
+        let keep = MAX_LISTED_GAPS * 3 / 4;
+        let mut listed = 0;
+        for d in &mut self.diagnoses {
+            if listed + d.events.len() <= keep {
+                listed += d.events.len();
+                continue;
+            }
+            for event in std::mem::take(&mut d.events) {
+                let entry = &mut d.unlisted[event.class.index()];
+                entry.0 += 1;
+                entry.1 += event.duration();
+            }
+        }
+        self.listed_gaps = listed;
+    }
+
+    /// Keeps the [`MAX_LISTED_CONNECTIONS`] most severe, totalling the others.
+    fn keep_most_severe(&mut self) {
+        if self.diagnoses.len() <= MAX_LISTED_CONNECTIONS {
+            return;
+        }
+        self.diagnoses
+            .select_nth_unstable_by(MAX_LISTED_CONNECTIONS - 1, severity_order);
+        for d in self.diagnoses.drain(MAX_LISTED_CONNECTIONS..) {
+            self.listed_gaps -= d.events.len();
+            self.unlisted.add(&d);
+        }
     }
 }
 
@@ -184,24 +285,19 @@ pub fn analyze<R: Read + Send + 'static>(
         collector.take(connection);
     }
     summary.duplicates = collector.duplicates;
+    collector.keep_most_severe();
     // Sorting indices, then moving each diagnosis once, spares moving the large values
     // through the sort.
     let diagnoses = collector.diagnoses;
     let mut order: Vec<usize> = (0..diagnoses.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (a, b) = (&diagnoses[a], &diagnoses[b]);
-        b.time_lost
-            .cmp(&a.time_lost)
-            .then_with(|| b.gap_count().cmp(&a.gap_count()))
-            .then_with(|| a.first_time.cmp(&b.first_time))
-    });
+    order.sort_by(|&a, &b| severity_order(&diagnoses[a], &diagnoses[b]));
     let mut slots: Vec<Option<ConnectionDiagnosis>> = diagnoses.into_iter().map(Some).collect();
     let diagnoses: Vec<ConnectionDiagnosis> =
         order.into_iter().filter_map(|i| slots[i].take()).collect();
     Ok(Analysis {
         input: summary,
         connections: diagnoses,
-        unlisted_quiet: collector.unlisted_quiet,
+        unlisted: collector.unlisted,
         min_gap: options.detect.min_gap,
     })
 }

@@ -14,10 +14,10 @@ use crate::segment::{Nanos, Segment};
 
 /// Unacknowledged data segments remembered per direction; beyond this the oldest are
 /// forgotten (their ACK-delay samples are lost, nothing else).
-const MAX_TRACKED_IN_FLIGHT: usize = 4096;
+const MAX_TRACKED_IN_FLIGHT: usize = 1024;
 
 /// Gaps kept unclassified per connection, waiting for better round-trip estimates.
-const MAX_PENDING_GAPS: usize = 256;
+const MAX_PENDING_GAPS: usize = 32;
 
 /// TCP timestamps take 12 option bytes (RFC 7323: 10 bytes, padded to 12) in every segment.
 const TIMESTAMP_OPTION_BYTES: u32 = 12;

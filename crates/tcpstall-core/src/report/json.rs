@@ -55,13 +55,13 @@ pub struct JsonSettings {
 
 #[derive(Serialize)]
 pub struct JsonSummary {
-    pub connections: usize,
-    /// Connections without any gap that are counted here but not listed.
+    pub connections: u64,
+    /// The least severe connections beyond the listing limit: counted here, not listed.
     pub connections_not_listed: u64,
-    pub connections_with_stalls: usize,
-    pub stalls: usize,
+    pub connections_with_stalls: u64,
+    pub stalls: u64,
     pub time_lost: f64,
-    pub gaps_by_class: BTreeMap<&'static str, usize>,
+    pub gaps_by_class: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -167,12 +167,12 @@ pub fn build(analysis: &Analysis) -> JsonReport {
         .iter()
         .map(|c| connection(c, origin))
         .collect();
-    let mut gaps_by_class = BTreeMap::new();
-    for c in &analysis.connections {
-        for (class, (count, _)) in c.class_counts() {
-            *gaps_by_class.entry(class.name()).or_insert(0) += count;
-        }
-    }
+    let gaps_by_class: BTreeMap<&'static str, u64> = crate::detect::StallClass::ALL
+        .into_iter()
+        .zip(analysis.gaps_by_class())
+        .filter(|(_, (count, _))| *count > 0)
+        .map(|(class, (count, _))| (class.name(), count))
+        .collect();
     JsonReport {
         schema_version: SCHEMA_VERSION,
         tool: JsonTool {
@@ -203,15 +203,11 @@ pub fn build(analysis: &Analysis) -> JsonReport {
             min_gap: secs(analysis.min_gap),
         },
         summary: JsonSummary {
-            connections: analysis.connections.len() + analysis.unlisted_quiet.connections as usize,
-            connections_not_listed: analysis.unlisted_quiet.connections,
-            connections_with_stalls: analysis
-                .connections
-                .iter()
-                .filter(|c| c.stall_count > 0)
-                .count(),
-            stalls: analysis.connections.iter().map(|c| c.stall_count).sum(),
-            time_lost: secs(analysis.connections.iter().map(|c| c.time_lost).sum()),
+            connections: analysis.total_connections(),
+            connections_not_listed: analysis.unlisted.connections,
+            connections_with_stalls: analysis.connections_with_stalls(),
+            stalls: analysis.total_stalls(),
+            time_lost: secs(analysis.total_time_lost()),
             gaps_by_class,
         },
         connections,

@@ -71,15 +71,10 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
             crate::flow::IDLE_TIMEOUT / crate::segment::NANOS_PER_SEC
         );
     }
-    let total_connections =
-        analysis.connections.len() + analysis.unlisted_quiet.connections as usize;
-    let with_stalls = analysis
-        .connections
-        .iter()
-        .filter(|c| c.stall_count > 0)
-        .count();
-    let stalls: usize = analysis.connections.iter().map(|c| c.stall_count).sum();
-    let lost: Nanos = analysis.connections.iter().map(|c| c.time_lost).sum();
+    let total_connections = analysis.total_connections() as usize;
+    let with_stalls = analysis.connections_with_stalls();
+    let stalls = analysis.total_stalls() as usize;
+    let lost: Nanos = analysis.total_time_lost();
     let _ = writeln!(
         out,
         "{} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
@@ -91,7 +86,7 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
         secs(lost)
     );
 
-    let mut quiet = analysis.unlisted_quiet.connections as usize;
+    let mut quiet = 0;
     for c in &analysis.connections {
         if c.gap_count() == 0 && !options.all {
             quiet += 1;
@@ -106,6 +101,18 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
             "\n{quiet} connection{} without any gap over {:.0} ms (--all lists them)",
             plural(quiet),
             millis(analysis.min_gap)
+        );
+    }
+    let unlisted = &analysis.unlisted;
+    if unlisted.connections > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} less severe connections not listed ({} with stalls: {} stalls, {:.3} s lost; {} packets); they are in the totals above",
+            unlisted.connections,
+            unlisted.connections_with_stalls,
+            unlisted.stalls,
+            secs(unlisted.time_lost),
+            unlisted.packets
         );
     }
     out
