@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
+use etherparse::err::packet::SliceError;
+use etherparse::err::{Layer, ip::LaxHeaderSliceError};
 use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TransportSlice};
 
 use crate::capture::Packet;
@@ -30,6 +32,9 @@ pub enum SkipReason {
     NotTcp,
     IpFragment,
     TruncatedHeaders,
+    /// A header field that cannot be right: an IPv4 header length or TCP data offset
+    /// below 5 words, an IP version that contradicts the link layer, and the like.
+    MalformedHeaders,
 }
 
 impl SkipReason {
@@ -40,6 +45,7 @@ impl SkipReason {
             SkipReason::NotTcp => "IP but not TCP".into(),
             SkipReason::IpFragment => "IP fragment".into(),
             SkipReason::TruncatedHeaders => "cut off before the end of the TCP header".into(),
+            SkipReason::MalformedHeaders => "malformed IP or TCP header".into(),
         }
     }
 
@@ -51,6 +57,7 @@ impl SkipReason {
             SkipReason::NotTcp => "not_tcp".into(),
             SkipReason::IpFragment => "ip_fragment".into(),
             SkipReason::TruncatedHeaders => "truncated_headers".into(),
+            SkipReason::MalformedHeaders => "malformed_headers".into(),
         }
     }
 }
@@ -72,6 +79,16 @@ impl SkipCounts {
 
 /// Decodes one packet into a TCP segment, or says why it is not one.
 pub fn decode_packet(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
+    let fast = match packet.link_type {
+        link::ETHERNET => crate::capture::fast::decode_ethernet_ipv4(packet),
+        link::RAW | link::IPV4 if packet.data.first().is_some_and(|b| b >> 4 == 4) => {
+            crate::capture::fast::decode_ipv4(packet, packet.data)
+        }
+        _ => None,
+    };
+    if let Some(decoded) = fast {
+        return decoded;
+    }
     let data = packet.data;
     let sliced = match packet.link_type {
         link::ETHERNET => {
@@ -114,9 +131,10 @@ pub fn decode_packet(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
 
 fn from_ip(data: &[u8]) -> Result<LaxSlicedPacket<'_>, SkipReason> {
     match data.first().map(|b| b >> 4) {
-        Some(4) | Some(6) => {
-            LaxSlicedPacket::from_ip(data).map_err(|_| SkipReason::TruncatedHeaders)
-        }
+        Some(4) | Some(6) => LaxSlicedPacket::from_ip(data).map_err(|e| match e {
+            LaxHeaderSliceError::Len(_) => SkipReason::TruncatedHeaders,
+            LaxHeaderSliceError::Content(_) => SkipReason::MalformedHeaders,
+        }),
         Some(_) => Err(SkipReason::NotIp),
         None => Err(SkipReason::TruncatedHeaders),
     }
@@ -169,9 +187,9 @@ fn segment_from_sliced(
             )
         }
         Some(LaxNetSlice::Arp(_)) | None => {
-            return Err(match sliced.stop_err {
-                Some(_) if sliced.link.is_some() && is_ip_ether_type(sliced) => {
-                    SkipReason::TruncatedHeaders
+            return Err(match &sliced.stop_err {
+                Some((error, _)) if sliced.link.is_some() && is_ip_ether_type(sliced) => {
+                    stop_reason(error)
                 }
                 _ => SkipReason::NotIp,
             });
@@ -186,10 +204,10 @@ fn segment_from_sliced(
                 .as_ref()
                 .and_then(|n| n.ip_payload_ref())
                 .map(|p| p.ip_number);
-            return Err(if ip_number == Some(etherparse::IpNumber::TCP) {
-                SkipReason::TruncatedHeaders
-            } else {
-                SkipReason::NotTcp
+            return Err(match &sliced.stop_err {
+                Some((error, Layer::TcpHeader)) => stop_reason(error),
+                _ if ip_number == Some(etherparse::IpNumber::TCP) => SkipReason::TruncatedHeaders,
+                _ => SkipReason::NotTcp,
             });
         }
     };
@@ -222,6 +240,14 @@ fn segment_from_sliced(
         payload_len,
         options,
     })
+}
+
+/// Why etherparse stopped: too few bytes, or a field that cannot be right.
+fn stop_reason(error: &SliceError) -> SkipReason {
+    match error {
+        SliceError::Len(_) => SkipReason::TruncatedHeaders,
+        _ => SkipReason::MalformedHeaders,
+    }
 }
 
 fn is_ip_ether_type(sliced: &LaxSlicedPacket<'_>) -> bool {

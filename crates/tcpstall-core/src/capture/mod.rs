@@ -1,13 +1,14 @@
 //! Capture input and output: pcap/pcapng files in, [`Segment`](crate::segment::Segment)s out.
 
 mod decode;
+mod fast;
 mod reader;
 mod writer;
 
 use std::io;
 
 pub use decode::{SkipCounts, SkipReason, decode_packet};
-pub use reader::{CaptureFormat, CaptureReader, MAX_RECORD_BYTES, Packet, ReadNotes};
+pub use reader::{CaptureFormat, CaptureReader, MAX_RECORD_BYTES, MAX_TIME, Packet, ReadNotes};
 pub use writer::PcapWriter;
 
 /// Why a capture could not be read at all.
@@ -19,6 +20,10 @@ pub enum CaptureError {
     NotACapture { detail: String },
     #[error("truncated file header: the input ends before its {format} header is complete")]
     TruncatedHeader { format: &'static str },
+    #[error("truncated capture: {detail}")]
+    Truncated { detail: String },
+    #[error("unsupported capture format: {detail}")]
+    Unsupported { detail: String },
     #[error(
         "packet {packet} at byte offset {offset} claims {claimed} bytes, over the {limit}-byte limit: the capture is corrupt from here"
     )]

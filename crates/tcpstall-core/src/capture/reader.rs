@@ -1,8 +1,11 @@
 //! Reading pcap and pcapng captures from a file or a pipe, one packet at a time.
 //!
 //! Block parsing is `pcap-parser`'s; this module adds what a user needs around it:
-//! format detection with readable errors, interfaces with their own link types and
-//! timestamp resolutions, bounded buffers, and truncation reported as a warning.
+//! format detection with readable errors, framing of every record and block by its own
+//! length before any parser sees it (limits checked, unknown pcapng blocks skipped
+//! whole), interfaces with their own link types and timestamp resolutions, bounded
+//! buffers, and truncation reported as a warning. docs/malformed-captures.md lists what
+//! each kind of damaged or unusual input does.
 
 use std::io::{self, Read};
 
@@ -14,7 +17,10 @@ use crate::capture::CaptureError;
 use crate::segment::{NANOS_PER_SEC, Nanos};
 
 /// Initial read buffer: large enough that a refill is rare, small enough to be cheap.
-const BUFFER_BYTES: usize = 1 << 20;
+/// Fuzzing builds (`--cfg fuzzing`, set by cargo-fuzz) start small: a fresh megabyte per
+/// input would dominate the run time, and a small buffer exercises its growth.
+#[allow(unexpected_cfgs)]
+const BUFFER_BYTES: usize = if cfg!(fuzzing) { 1 << 12 } else { 1 << 20 };
 /// libpcap's MAXIMUM_SNAPLEN: no real capture has a record longer than this.
 pub const MAX_RECORD_BYTES: u32 = 262_144;
 /// pcapng blocks other than packets (name tables, journal exports) may be larger.
@@ -60,6 +66,9 @@ pub struct ReadNotes {
     pub packets_without_timestamp: u64,
     /// Packets that refer to an interface that no Interface Description Block declared.
     pub packets_unknown_interface: u64,
+    /// Packets whose timestamp fell before 1970 or after 2106 (pcapng timestamps and
+    /// offsets can say so); they were given the nearest end of that range.
+    pub packets_time_out_of_range: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -91,7 +100,47 @@ impl<R: Read> Read for FillReader<R> {
     }
 }
 
+/// pcapng block types this reader looks inside; every other block is skipped whole.
+mod block {
+    pub const SECTION_HEADER: u32 = 0x0a0d_0d0a;
+    pub const INTERFACE_DESCRIPTION: u32 = 1;
+    /// The obsolete Packet Block: still written by old tools, not parsed by pcap-parser.
+    pub const PACKET: u32 = 2;
+    pub const SIMPLE_PACKET: u32 = 3;
+    pub const ENHANCED_PACKET: u32 = 6;
+}
+
+/// The pcapng byte-order magic as it appears in a little-endian section.
+const BYTE_ORDER_MAGIC_LE: [u8; 4] = [0x4d, 0x3c, 0x2b, 0x1a];
+const BYTE_ORDER_MAGIC_BE: [u8; 4] = [0x1a, 0x2b, 0x3c, 0x4d];
+/// Smallest pcapng blocks: any block (type, two lengths), a section header block.
+const MIN_BLOCK_BYTES: usize = 12;
+const MIN_SECTION_HEADER_BYTES: usize = 28;
+/// Interfaces remembered per pcapng section: memory stays bounded whatever a file declares.
+const MAX_INTERFACES: usize = 1 << 16;
+/// The latest time classic pcap can hold (February 2106). Packet times are kept between
+/// 0 and this, so even the sum of two differences of packet times fits an `i64`.
+pub const MAX_TIME: Nanos = (u32::MAX as i64 + 1) * NANOS_PER_SEC - 1;
+
+/// The next record or block, framed by its own length field before any parser sees it.
+enum Frame {
+    /// The whole record or block, this many bytes, is in the buffer.
+    Whole(usize),
+    /// The input ends inside it: `present` bytes of `needed` (`None`: its header is cut).
+    Cut {
+        present: usize,
+        needed: Option<usize>,
+    },
+    /// The input ends between records.
+    End,
+}
+
 /// Streams packets out of a pcap or pcapng capture.
+///
+/// Every record or block is framed here first, from its length field: the length is
+/// checked (limits, pcapng's multiple of 4), the buffer grows to hold it, and only a
+/// complete block reaches the parser. So a cut file is told apart from a corrupt one,
+/// and a block whose fields overrun its length is an error, never a wait for more input.
 pub struct CaptureReader {
     inner: Box<dyn PcapReaderIterator + Send>,
     format: CaptureFormat,
@@ -99,19 +148,40 @@ pub struct CaptureReader {
     notes: ReadNotes,
     last_time: Nanos,
     section_big_endian: bool,
+    /// Size of the read buffer; it grows for long blocks.
+    capacity: usize,
+    /// Classic pcap: the file's byte order, and its record header size (16, or 24 in the
+    /// modified format).
+    pcap_big_endian: bool,
+    pcap_record_header: usize,
 }
 
 impl CaptureReader {
     /// Detects the format from the first bytes and prepares to stream packets.
     pub fn new<R: Read + Send + 'static>(input: R) -> Result<Self, CaptureError> {
         let mut input = FillReader { inner: input };
-        let mut head = [0u8; 24];
+        let mut head = vec![0u8; 24];
         let got = input.read(&mut head).map_err(CaptureError::Io)?;
-        let format = detect_format(&head[..got])?;
+        head.truncate(got);
+        let format = detect_format(&head)?;
+        let mut capacity = BUFFER_BYTES;
+        if format == CaptureFormat::PcapNg {
+            // The whole section header block, so that a cut one is told from a bad one.
+            let len = section_header_len(&head)?;
+            let mut rest = vec![0u8; len - head.len()];
+            let more = input.read(&mut rest).map_err(CaptureError::Io)?;
+            head.extend_from_slice(&rest[..more]);
+            if head.len() < len {
+                return Err(CaptureError::TruncatedHeader {
+                    format: format.name(),
+                });
+            }
+            capacity = len.next_power_of_two().max(BUFFER_BYTES);
+        }
         let source = FillReader {
-            inner: io::Cursor::new(head[..got].to_vec()).chain(input),
+            inner: io::Cursor::new(head).chain(input),
         };
-        let inner = pcap_parser::create_reader(BUFFER_BYTES, source).map_err(|e| match e {
+        let inner = pcap_parser::create_reader(capacity, source).map_err(|e| match e {
             PcapError::Incomplete(_) | PcapError::Eof | PcapError::UnexpectedEof => {
                 CaptureError::TruncatedHeader {
                     format: format.name(),
@@ -132,6 +202,9 @@ impl CaptureReader {
             },
             last_time: 0,
             section_big_endian: false,
+            capacity,
+            pcap_big_endian: false,
+            pcap_record_header: 16,
         })
     }
 
@@ -144,172 +217,411 @@ impl CaptureReader {
         mut self,
         mut on_packet: impl FnMut(&Packet<'_>),
     ) -> Result<ReadNotes, CaptureError> {
+        if self.format == CaptureFormat::Pcap {
+            self.read_pcap_header()?;
+        }
         loop {
-            match self.inner.next() {
-                Ok((consumed, block)) => {
-                    match block {
-                        PcapBlockOwned::LegacyHeader(header) => {
-                            let units_per_sec = if header.is_nanosecond_precision() {
-                                NANOS_PER_SEC as u64
-                            } else {
-                                1_000_000
-                            };
-                            self.interfaces = vec![Interface {
-                                link_type: header.network.0,
-                                units_per_sec,
-                                offset_secs: 0,
-                            }];
-                        }
-                        PcapBlockOwned::Legacy(record) => {
-                            let iface = self.interfaces.first().copied().unwrap_or(Interface {
-                                link_type: 1,
-                                units_per_sec: 1_000_000,
-                                offset_secs: 0,
-                            });
-                            let time = i64::from(record.ts_sec) * NANOS_PER_SEC
-                                + i64::from(record.ts_usec)
-                                    * (NANOS_PER_SEC / iface.units_per_sec as i64);
-                            self.notes.packets += 1;
-                            self.last_time = time;
-                            on_packet(&Packet {
-                                number: self.notes.packets,
-                                time,
-                                link_type: iface.link_type,
-                                data: record.data,
-                            });
-                        }
-                        PcapBlockOwned::NG(Block::SectionHeader(shb)) => {
-                            // Interface numbers restart in each section.
-                            self.interfaces.clear();
-                            self.section_big_endian = shb.big_endian();
-                        }
-                        PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
-                            self.interfaces.push(Interface {
-                                link_type: idb.linktype.0,
-                                units_per_sec: idb.ts_resolution().unwrap_or(1_000_000).max(1),
-                                offset_secs: ts_offset_option(
-                                    &idb.options,
-                                    self.section_big_endian,
-                                ),
-                            });
-                        }
-                        PcapBlockOwned::NG(Block::EnhancedPacket(epb)) => {
-                            self.notes.packets += 1;
-                            let Some(iface) = self.interfaces.get(epb.if_id as usize).copied()
-                            else {
-                                self.notes.packets_unknown_interface += 1;
-                                self.inner.consume(consumed);
-                                self.notes.bytes_read += consumed as u64;
-                                continue;
-                            };
-                            let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                            let time = units_to_nanos(units, iface.units_per_sec)
-                                .saturating_add(iface.offset_secs.saturating_mul(NANOS_PER_SEC));
-                            self.last_time = time;
-                            let caplen = (epb.caplen as usize).min(epb.data.len());
-                            on_packet(&Packet {
-                                number: self.notes.packets,
-                                time,
-                                link_type: iface.link_type,
-                                data: &epb.data[..caplen],
-                            });
-                        }
-                        PcapBlockOwned::NG(Block::SimplePacket(spb)) => {
-                            self.notes.packets += 1;
-                            self.notes.packets_without_timestamp += 1;
-                            if let Some(iface) = self.interfaces.first().copied() {
-                                let caplen = (spb.origlen as usize).min(spb.data.len());
-                                on_packet(&Packet {
-                                    number: self.notes.packets,
-                                    time: self.last_time,
-                                    link_type: iface.link_type,
-                                    data: &spb.data[..caplen],
-                                });
-                            } else {
-                                self.notes.packets_unknown_interface += 1;
-                            }
-                        }
-                        PcapBlockOwned::NG(_) => {}
-                    }
-                    self.inner.consume(consumed);
-                    self.notes.bytes_read += consumed as u64;
-                }
-                Err(PcapError::Eof) => break,
-                Err(PcapError::Incomplete(_)) => {
-                    self.inner
-                        .refill()
-                        .map_err(|_| CaptureError::Io(io::Error::other("read failed")))?;
-                }
-                Err(PcapError::UnexpectedEof) => {
-                    let remaining = self.inner.data().len();
-                    self.notes.truncated_tail = Some(format!(
-                        "capture ends inside record {} at byte offset {}: {} of its bytes are present; the {} packets before it were analysed",
-                        self.notes.packets + 1,
-                        self.notes.bytes_read,
-                        remaining,
-                        self.notes.packets
-                    ));
+            let len = match self.next_frame()? {
+                Frame::Whole(len) => len,
+                Frame::End => break,
+                Frame::Cut { present, needed } => {
+                    self.note_cut(present, needed)?;
                     break;
                 }
-                Err(PcapError::BufferTooSmall) => {
-                    let claimed = self.claimed_record_len();
-                    let limit = match self.format {
-                        CaptureFormat::Pcap => MAX_RECORD_BYTES as usize + 16,
-                        CaptureFormat::PcapNg => MAX_BLOCK_BYTES,
-                    };
-                    if claimed > limit {
-                        return Err(CaptureError::RecordTooLong {
-                            packet: self.notes.packets + 1,
-                            offset: self.notes.bytes_read,
-                            claimed: claimed as u64,
-                            limit: limit as u64,
-                        });
-                    }
-                    let want = (claimed + 64).next_power_of_two().max(BUFFER_BYTES);
-                    self.inner.grow(want);
-                    self.inner
-                        .refill()
-                        .map_err(|_| CaptureError::Io(io::Error::other("read failed")))?;
-                }
-                Err(PcapError::ReadError) => {
-                    return Err(CaptureError::Io(io::Error::other("read failed")));
-                }
-                Err(_) => {
-                    return Err(CaptureError::Corrupt {
-                        packet: self.notes.packets + 1,
-                        offset: self.notes.bytes_read,
-                        detail: format!("the {} block here cannot be parsed", self.format.name()),
-                    });
-                }
+            };
+            match self.format {
+                CaptureFormat::Pcap => self.pcap_record(&mut on_packet)?,
+                CaptureFormat::PcapNg => self.pcapng_block(len, &mut on_packet)?,
             }
+            self.inner.consume(len);
+            self.notes.bytes_read += len as u64;
         }
         Ok(self.notes)
     }
 
-    /// Length in bytes that the record or block at the read position claims.
-    fn claimed_record_len(&self) -> usize {
-        let data = self.inner.data();
+    /// The classic pcap file header: pcap-parser hands it over first.
+    fn read_pcap_header(&mut self) -> Result<(), CaptureError> {
+        let (consumed, header) = match self.inner.next() {
+            Ok((consumed, PcapBlockOwned::LegacyHeader(header))) => (consumed, header),
+            _ => {
+                return Err(CaptureError::NotACapture {
+                    detail: "its pcap header is malformed".into(),
+                });
+            }
+        };
+        let units_per_sec = if header.is_nanosecond_precision() {
+            NANOS_PER_SEC as u64
+        } else {
+            1_000_000
+        };
+        // The upper 16 bits of the link type field carry FCS information, not the type.
+        self.interfaces = vec![Interface {
+            link_type: header.network.0 & 0xffff,
+            units_per_sec,
+            offset_secs: 0,
+        }];
+        self.pcap_big_endian = header.is_bigendian();
+        self.pcap_record_header = if header.is_modified_format() { 24 } else { 16 };
+        self.inner.consume(consumed);
+        self.notes.bytes_read += consumed as u64;
+        Ok(())
+    }
+
+    /// Makes sure the next whole record or block is in the buffer, or says why it is not.
+    fn next_frame(&mut self) -> Result<Frame, CaptureError> {
+        loop {
+            let data = self.inner.data();
+            let header = self.frame_header_len(data);
+            let needed = if data.len() >= header {
+                Some(self.frame_len(data)?)
+            } else {
+                None
+            };
+            let want = needed.unwrap_or(header);
+            let present = data.len();
+            if present >= want {
+                return Ok(Frame::Whole(want));
+            }
+            if self.inner.reader_exhausted() {
+                return Ok(if present == 0 {
+                    Frame::End
+                } else {
+                    Frame::Cut { present, needed }
+                });
+            }
+            if want > self.capacity {
+                let size = want.next_power_of_two();
+                self.inner.grow(size);
+                self.capacity = size;
+            }
+            self.inner.refill().map_err(|_| read_failed())?;
+        }
+    }
+
+    /// Bytes needed to know a record's or block's length.
+    fn frame_header_len(&self, data: &[u8]) -> usize {
+        match self.format {
+            CaptureFormat::Pcap => self.pcap_record_header,
+            // A section header's length is in its own byte order, given after it.
+            CaptureFormat::PcapNg if data.get(..4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a]) => 12,
+            CaptureFormat::PcapNg => 8,
+        }
+    }
+
+    /// The whole length of the record or block at the read position, checked.
+    fn frame_len(&self, data: &[u8]) -> Result<usize, CaptureError> {
         match self.format {
             CaptureFormat::Pcap => {
-                if data.len() < 16 {
-                    return 16;
+                let caplen = read_u32(&data[8..12], self.pcap_big_endian);
+                if caplen > MAX_RECORD_BYTES {
+                    return Err(CaptureError::RecordTooLong {
+                        packet: self.notes.packets + 1,
+                        offset: self.notes.bytes_read,
+                        claimed: u64::from(caplen),
+                        limit: u64::from(MAX_RECORD_BYTES),
+                    });
                 }
-                let raw: [u8; 4] = data[8..12].try_into().unwrap_or_default();
-                let le = u32::from_le_bytes(raw);
-                let be = u32::from_be_bytes(raw);
-                // The byte order is the file's; the smaller reading is never the wrong one
-                // for a sane record, and a corrupt one is over the limit either way.
-                16 + le.min(be) as usize
+                Ok(self.pcap_record_header + caplen as usize)
             }
             CaptureFormat::PcapNg => {
-                if data.len() < 8 {
-                    return 8;
+                let big_endian = self.block_byte_order(data)?;
+                let len = read_u32(&data[4..8], big_endian) as usize;
+                if len > MAX_BLOCK_BYTES {
+                    return Err(CaptureError::RecordTooLong {
+                        packet: self.notes.packets + 1,
+                        offset: self.notes.bytes_read,
+                        claimed: len as u64,
+                        limit: MAX_BLOCK_BYTES as u64,
+                    });
                 }
-                let raw: [u8; 4] = data[4..8].try_into().unwrap_or_default();
-                u32::from_le_bytes(raw).min(u32::from_be_bytes(raw)) as usize
+                if len < MIN_BLOCK_BYTES || len % 4 != 0 {
+                    return Err(self.corrupt(format!(
+                        "the pcapng block here claims {len} bytes; a block length is a multiple of 4, at least {MIN_BLOCK_BYTES}"
+                    )));
+                }
+                Ok(len)
             }
         }
     }
+
+    /// The byte order of the pcapng block at the start of `data`: a section header's own
+    /// (its byte-order magic), any other block's section's.
+    fn block_byte_order(&self, data: &[u8]) -> Result<bool, CaptureError> {
+        if data[..4] != [0x0a, 0x0d, 0x0d, 0x0a] {
+            return Ok(self.section_big_endian);
+        }
+        match <[u8; 4]>::try_from(&data[8..12]) {
+            Ok(BYTE_ORDER_MAGIC_LE) => Ok(false),
+            Ok(BYTE_ORDER_MAGIC_BE) => Ok(true),
+            _ => Err(self.corrupt(format!(
+                "a section header block here has byte-order magic {:02x} {:02x} {:02x} {:02x}, not 1a 2b 3c 4d in either order",
+                data[8], data[9], data[10], data[11]
+            ))),
+        }
+    }
+
+    /// One classic pcap record, whole in the buffer.
+    fn pcap_record(&mut self, on_packet: &mut impl FnMut(&Packet<'_>)) -> Result<(), CaptureError> {
+        let iface = self.interfaces[0];
+        let record = match self.inner.next() {
+            Ok((_, PcapBlockOwned::Legacy(record))) => record,
+            _ => {
+                return Err(CaptureError::Corrupt {
+                    packet: self.notes.packets + 1,
+                    offset: self.notes.bytes_read,
+                    detail: "the pcap record here cannot be parsed".into(),
+                });
+            }
+        };
+        let time = i128::from(record.ts_sec) * i128::from(NANOS_PER_SEC)
+            + i128::from(record.ts_usec) * i128::from(NANOS_PER_SEC / iface.units_per_sec as i64);
+        let time = clamp_time(time, &mut self.notes.packets_time_out_of_range);
+        self.notes.packets += 1;
+        self.last_time = time;
+        on_packet(&Packet {
+            number: self.notes.packets,
+            time,
+            link_type: iface.link_type,
+            data: record.data,
+        });
+        Ok(())
+    }
+
+    /// One pcapng block, whole in the buffer (`len` bytes).
+    fn pcapng_block(
+        &mut self,
+        len: usize,
+        on_packet: &mut impl FnMut(&Packet<'_>),
+    ) -> Result<(), CaptureError> {
+        let data = self.inner.data();
+        let big_endian = self.block_byte_order(data)?;
+        let block_type = read_u32(&data[..4], big_endian);
+        match block_type {
+            block::SECTION_HEADER
+            | block::INTERFACE_DESCRIPTION
+            | block::SIMPLE_PACKET
+            | block::ENHANCED_PACKET => {}
+            block::PACKET => return self.obsolete_packet_block(len, big_endian, on_packet),
+            // Statistics, name resolution, journal, secrets, custom and unknown blocks:
+            // nothing in them is needed, and a block's length is all it takes to skip it.
+            _ => return Ok(()),
+        }
+        let Ok((_, PcapBlockOwned::NG(block))) = self.inner.next() else {
+            let problem = block_problem(self.inner.data(), len, big_endian);
+            return Err(self.corrupt(problem));
+        };
+        match block {
+            Block::SectionHeader(shb) => {
+                // Interface numbers restart in each section.
+                self.interfaces.clear();
+                self.section_big_endian = shb.big_endian();
+            }
+            // Beyond the limit, packets on further interfaces count as undeclared.
+            Block::InterfaceDescription(idb) if self.interfaces.len() < MAX_INTERFACES => {
+                self.interfaces.push(Interface {
+                    link_type: i32::from(idb.linktype.0 as u16),
+                    units_per_sec: ts_units_per_sec(idb.if_tsresol),
+                    offset_secs: ts_offset_option(&idb.options, self.section_big_endian),
+                });
+            }
+            Block::EnhancedPacket(epb) => {
+                self.notes.packets += 1;
+                let Some(iface) = self.interfaces.get(epb.if_id as usize).copied() else {
+                    self.notes.packets_unknown_interface += 1;
+                    return Ok(());
+                };
+                let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
+                let time = clamp_time(
+                    iface_time(units, iface),
+                    &mut self.notes.packets_time_out_of_range,
+                );
+                self.last_time = time;
+                let caplen = (epb.caplen as usize).min(epb.data.len());
+                on_packet(&Packet {
+                    number: self.notes.packets,
+                    time,
+                    link_type: iface.link_type,
+                    data: &epb.data[..caplen],
+                });
+            }
+            Block::SimplePacket(spb) => {
+                self.notes.packets += 1;
+                self.notes.packets_without_timestamp += 1;
+                if let Some(iface) = self.interfaces.first().copied() {
+                    let caplen = (spb.origlen as usize).min(spb.data.len());
+                    on_packet(&Packet {
+                        number: self.notes.packets,
+                        time: self.last_time,
+                        link_type: iface.link_type,
+                        data: &spb.data[..caplen],
+                    });
+                } else {
+                    self.notes.packets_unknown_interface += 1;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The obsolete Packet Block (pcapng block type 2): interface (16 bits), drops
+    /// (16 bits), timestamp (high, low), captured and original lengths, data.
+    fn obsolete_packet_block(
+        &mut self,
+        len: usize,
+        big_endian: bool,
+        on_packet: &mut impl FnMut(&Packet<'_>),
+    ) -> Result<(), CaptureError> {
+        const HEADER: usize = 28;
+        if len < HEADER + 4 {
+            return Err(self.corrupt(format!(
+                "the packet block here has {len} bytes, fewer than its {} bytes of fields",
+                HEADER + 4
+            )));
+        }
+        self.notes.packets += 1;
+        let data = self.inner.data();
+        let field = |at: usize| read_u32(&data[at..at + 4], big_endian);
+        let if_id = if big_endian {
+            u16::from_be_bytes([data[8], data[9]])
+        } else {
+            u16::from_le_bytes([data[8], data[9]])
+        };
+        let Some(iface) = self.interfaces.get(usize::from(if_id)).copied() else {
+            self.notes.packets_unknown_interface += 1;
+            return Ok(());
+        };
+        let units = (u64::from(field(12)) << 32) | u64::from(field(16));
+        let caplen = (field(20) as usize).min(len - HEADER - 4);
+        let time = clamp_time(
+            iface_time(units, iface),
+            &mut self.notes.packets_time_out_of_range,
+        );
+        self.last_time = time;
+        on_packet(&Packet {
+            number: self.notes.packets,
+            time,
+            link_type: iface.link_type,
+            data: &data[HEADER..HEADER + caplen],
+        });
+        Ok(())
+    }
+
+    /// The input ended inside a record or block. After some packets that is a capture
+    /// cut off mid-write (a warning); before any, there is nothing to analyse.
+    fn note_cut(&mut self, present: usize, needed: Option<usize>) -> Result<(), CaptureError> {
+        let what = match self.format {
+            CaptureFormat::Pcap => format!("record {}", self.notes.packets + 1),
+            CaptureFormat::PcapNg => "a pcapng block".to_string(),
+        };
+        let have = match needed {
+            Some(needed) => format!("{present} of its {needed} bytes are present"),
+            None => format!("only {present} bytes of its header are present"),
+        };
+        let offset = self.notes.bytes_read;
+        if self.notes.packets == 0 {
+            return Err(CaptureError::Truncated {
+                detail: format!(
+                    "it ends inside {what} at byte offset {offset} ({have}), before any complete packet"
+                ),
+            });
+        }
+        self.notes.truncated_tail = Some(format!(
+            "capture ends inside {what} at byte offset {offset}: {have}; the {} packets before it were analysed",
+            self.notes.packets
+        ));
+        Ok(())
+    }
+
+    fn corrupt(&self, detail: String) -> CaptureError {
+        CaptureError::Corrupt {
+            packet: self.notes.packets + 1,
+            offset: self.notes.bytes_read,
+            detail,
+        }
+    }
+}
+
+fn read_failed() -> CaptureError {
+    CaptureError::Io(io::Error::other("read failed"))
+}
+
+fn read_u32(bytes: &[u8], big_endian: bool) -> u32 {
+    let bytes = [bytes[0], bytes[1], bytes[2], bytes[3]];
+    if big_endian {
+        u32::from_be_bytes(bytes)
+    } else {
+        u32::from_le_bytes(bytes)
+    }
+}
+
+/// Why pcap-parser refused a complete, well-framed pcapng block.
+fn block_problem(data: &[u8], len: usize, big_endian: bool) -> String {
+    let name = match read_u32(&data[..4], big_endian) {
+        block::SECTION_HEADER => "section header",
+        block::INTERFACE_DESCRIPTION => "interface description",
+        block::SIMPLE_PACKET => "simple packet",
+        _ => "enhanced packet",
+    };
+    let trailing = read_u32(&data[len - 4..len], big_endian) as usize;
+    if trailing != len {
+        format!("the {name} block here claims {len} bytes at its start and {trailing} at its end")
+    } else {
+        format!("the {name} block here ({len} bytes) is malformed: its fields overrun its length")
+    }
+}
+
+/// The length a pcapng file's first block, its section header, claims.
+fn section_header_len(head: &[u8]) -> Result<usize, CaptureError> {
+    let big_endian = match <[u8; 4]>::try_from(&head[8..12]) {
+        Ok(BYTE_ORDER_MAGIC_LE) => false,
+        Ok(BYTE_ORDER_MAGIC_BE) => true,
+        _ => {
+            return Err(CaptureError::NotACapture {
+                detail: format!(
+                    "its pcapng section header has byte-order magic {:02x} {:02x} {:02x} {:02x}, not 1a 2b 3c 4d in either order",
+                    head[8], head[9], head[10], head[11]
+                ),
+            });
+        }
+    };
+    let len = read_u32(&head[4..8], big_endian) as usize;
+    if len < MIN_SECTION_HEADER_BYTES || len % 4 != 0 || len > MAX_BLOCK_BYTES {
+        return Err(CaptureError::NotACapture {
+            detail: format!(
+                "its pcapng section header claims {len} bytes; it takes a multiple of 4 from {MIN_SECTION_HEADER_BYTES} to {MAX_BLOCK_BYTES}"
+            ),
+        });
+    }
+    Ok(len)
+}
+
+/// Time of a packet of `iface` from its timestamp units, before clamping.
+fn iface_time(units: u64, iface: Interface) -> i128 {
+    i128::from(units) * i128::from(NANOS_PER_SEC) / i128::from(iface.units_per_sec)
+        + i128::from(iface.offset_secs) * i128::from(NANOS_PER_SEC)
+}
+
+/// Keeps a packet time between 1970 and the end of 2106, counting those moved.
+fn clamp_time(nanos: i128, out_of_range: &mut u64) -> Nanos {
+    if (0..=i128::from(MAX_TIME)).contains(&nanos) {
+        nanos as Nanos
+    } else {
+        *out_of_range += 1;
+        nanos.clamp(0, i128::from(MAX_TIME)) as Nanos
+    }
+}
+
+/// Timestamp units per second from pcapng's if_tsresol: 10^n, or 2^n when the top bit
+/// is set. (pcap-parser 0.17 refuses every power of two.) Microseconds when invalid.
+fn ts_units_per_sec(tsresol: u8) -> u64 {
+    let exponent = u32::from(tsresol & 0x7f);
+    let units = if tsresol & 0x80 == 0 {
+        10u64.checked_pow(exponent)
+    } else {
+        1u64.checked_shl(exponent)
+    };
+    units.unwrap_or(1_000_000)
 }
 
 /// The if_tsoffset option (pcapng, code 14), read in the section's byte order.
@@ -328,11 +640,6 @@ fn ts_offset_option(options: &[PcapNGOption<'_>], big_endian: bool) -> i64 {
         .unwrap_or(0)
 }
 
-fn units_to_nanos(units: u64, units_per_sec: u64) -> Nanos {
-    let nanos = u128::from(units) * NANOS_PER_SEC as u128 / u128::from(units_per_sec);
-    i64::try_from(nanos).unwrap_or(i64::MAX)
-}
-
 fn detect_format(head: &[u8]) -> Result<CaptureFormat, CaptureError> {
     if head.is_empty() {
         return Err(CaptureError::Empty);
@@ -343,11 +650,15 @@ fn detect_format(head: &[u8]) -> Result<CaptureFormat, CaptureError> {
     let magic = [head[0], head[1], head[2], head[3]];
     let format = match magic {
         [0x0a, 0x0d, 0x0d, 0x0a] => CaptureFormat::PcapNg,
+        [0xa1, 0xb2, 0xcd, 0x34] => {
+            return Err(CaptureError::Unsupported {
+                detail: "big-endian modified pcap (magic a1 b2 cd 34); convert it with `editcap -F pcap`".into(),
+            });
+        }
         [0xa1, 0xb2, 0xc3, 0xd4]
         | [0xd4, 0xc3, 0xb2, 0xa1]
         | [0xa1, 0xb2, 0x3c, 0x4d]
         | [0x4d, 0x3c, 0xb2, 0xa1]
-        | [0xa1, 0xb2, 0xcd, 0x34]
         | [0x34, 0xcd, 0xb2, 0xa1] => CaptureFormat::Pcap,
         _ => {
             return Err(CaptureError::NotACapture {

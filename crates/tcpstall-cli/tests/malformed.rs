@@ -1,0 +1,1677 @@
+//! Malformed and unusual captures: one test per row of docs/malformed-captures.md.
+//!
+//! Every input is generated here (most from the shipped capture
+//! `captures/seed002-two-writes.pcap`, cut, damaged or re-encoded; the rest from scratch)
+//! and fed to the real `tcpstall analyze`. Whatever the input, tcpstall must not panic,
+//! must not hang, and must end with the documented exit status: 0 with the packets it
+//! could use analysed (and a warning when something was left out), or 2 with one
+//! `tcpstall: error:` line that says what is wrong and where.
+//!
+//! The encoders are written by hand so that they owe nothing to the reader they test.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
+const ORIGINAL: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../captures/seed002-two-writes.pcap"
+);
+const REGRESSIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/regressions");
+/// The shipped capture: 57 packets, one connection, 9 Nagle x delayed-ACK stalls.
+const PACKETS: u64 = 57;
+const STALLS: u64 = 9;
+const SERVER_PORT: u16 = 8000;
+/// libpcap's MAXIMUM_SNAPLEN, the documented record limit.
+const MAX_RECORD: u32 = 262_144;
+/// The documented pcapng block limit.
+const MAX_BLOCK: u32 = 16 << 20;
+
+const LINK_ETHERNET: u32 = 1;
+const LINK_RAW: u32 = 101;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+
+const FIN: u8 = 0x01;
+const SYN: u8 = 0x02;
+const RST: u8 = 0x04;
+const PSH: u8 = 0x08;
+const ACK: u8 = 0x10;
+
+// ---------------------------------------------------------------------------------------------
+// The shipped capture, read by hand.
+// ---------------------------------------------------------------------------------------------
+
+/// One record of the shipped capture: a whole Ethernet frame (IPv4, TCP).
+#[derive(Clone, Debug)]
+struct Record {
+    sec: u32,
+    usec: u32,
+    frame: Vec<u8>,
+}
+
+impl Record {
+    fn micros(&self) -> u64 {
+        u64::from(self.sec) * 1_000_000 + u64::from(self.usec)
+    }
+
+    fn set_micros(&mut self, micros: u64) {
+        self.sec = (micros / 1_000_000) as u32;
+        self.usec = (micros % 1_000_000) as u32;
+    }
+
+    /// Offset of the TCP header in the frame.
+    fn tcp_at(&self) -> usize {
+        14 + usize::from(self.frame[14] & 0x0f) * 4
+    }
+
+    fn src_port(&self) -> u16 {
+        let at = self.tcp_at();
+        u16::from_be_bytes([self.frame[at], self.frame[at + 1]])
+    }
+
+    fn sent_by_client(&self) -> bool {
+        self.src_port() != SERVER_PORT
+    }
+
+    fn flags(&self) -> u8 {
+        self.frame[self.tcp_at() + 13]
+    }
+
+    fn field(&self, at: usize) -> u32 {
+        let at = self.tcp_at() + at;
+        u32::from_be_bytes(self.frame[at..at + 4].try_into().unwrap())
+    }
+
+    fn set_field(&mut self, at: usize, value: u32) {
+        let at = self.tcp_at() + at;
+        self.frame[at..at + 4].copy_from_slice(&value.to_be_bytes());
+    }
+
+    fn payload_len(&self) -> usize {
+        let ip = &self.frame[14..];
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        let tcp_header = usize::from(self.frame[self.tcp_at() + 12] >> 4) * 4;
+        total - (self.tcp_at() - 14) - tcp_header
+    }
+}
+
+fn original_bytes() -> &'static [u8] {
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES.get_or_init(|| fs::read(ORIGINAL).expect("read the shipped capture"))
+}
+
+/// The records of the shipped file: little-endian microsecond pcap, Ethernet.
+fn original_records() -> &'static [Record] {
+    static RECORDS: OnceLock<Vec<Record>> = OnceLock::new();
+    RECORDS.get_or_init(|| {
+        let bytes = original_bytes();
+        assert_eq!(
+            bytes[..4],
+            [0xd4, 0xc3, 0xb2, 0xa1],
+            "little-endian usec pcap"
+        );
+        let le32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        assert_eq!(le32(20), LINK_ETHERNET);
+        let mut records = Vec::new();
+        let mut at = 24;
+        while at < bytes.len() {
+            let (sec, usec, caplen) = (le32(at), le32(at + 4), le32(at + 8) as usize);
+            let frame = bytes[at + 16..at + 16 + caplen].to_vec();
+            assert_eq!(u16::from_be_bytes([frame[12], frame[13]]), ETHERTYPE_IPV4);
+            records.push(Record { sec, usec, frame });
+            at += 16 + caplen;
+        }
+        assert_eq!(records.len() as u64, PACKETS);
+        records
+    })
+}
+
+/// Byte offsets in the shipped file where each record ends.
+fn original_record_ends() -> Vec<usize> {
+    let mut at = 24;
+    original_records()
+        .iter()
+        .map(|r| {
+            at += 16 + r.frame.len();
+            at
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoders: classic pcap and pcapng.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Endian {
+    Little,
+    Big,
+}
+
+impl Endian {
+    fn u16(self, v: u16) -> [u8; 2] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+
+    fn u32(self, v: u32) -> [u8; 4] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+
+    fn u64(self, v: u64) -> [u8; 8] {
+        match self {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        }
+    }
+}
+
+/// A classic little-endian microsecond pcap file header.
+fn pcap_header(link_type: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]); // thiszone, sigfigs
+    out.extend_from_slice(&MAX_RECORD.to_le_bytes());
+    out.extend_from_slice(&link_type.to_le_bytes());
+    out
+}
+
+/// One classic pcap record header and its data.
+fn pcap_record(out: &mut Vec<u8>, micros: u64, caplen: u32, orig_len: u32, data: &[u8]) {
+    out.extend_from_slice(&((micros / 1_000_000) as u32).to_le_bytes());
+    out.extend_from_slice(&((micros % 1_000_000) as u32).to_le_bytes());
+    out.extend_from_slice(&caplen.to_le_bytes());
+    out.extend_from_slice(&orig_len.to_le_bytes());
+    out.extend_from_slice(data);
+}
+
+/// A pcap of `records` with the given link type.
+fn pcap(link_type: u32, records: &[Record]) -> Vec<u8> {
+    let mut out = pcap_header(link_type);
+    for r in records {
+        let len = r.frame.len() as u32;
+        pcap_record(&mut out, r.micros(), len, len, &r.frame);
+    }
+    out
+}
+
+const SHB: u32 = 0x0a0d_0d0a;
+const IDB: u32 = 1;
+const OBSOLETE_PB: u32 = 2;
+const SPB: u32 = 3;
+const NRB: u32 = 4;
+const ISB: u32 = 5;
+const EPB: u32 = 6;
+
+/// A pcapng block: type, total length, body padded to 4 bytes, total length again.
+fn ng_block(e: Endian, block_type: u32, body: &[u8]) -> Vec<u8> {
+    let padded = body.len().div_ceil(4) * 4;
+    let total = (12 + padded) as u32;
+    let mut out = Vec::new();
+    out.extend_from_slice(&e.u32(block_type));
+    out.extend_from_slice(&e.u32(total));
+    out.extend_from_slice(body);
+    out.resize(8 + padded, 0);
+    out.extend_from_slice(&e.u32(total));
+    out
+}
+
+fn ng_section_header(e: Endian) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&e.u32(0x1a2b_3c4d));
+    body.extend_from_slice(&e.u16(1));
+    body.extend_from_slice(&e.u16(0));
+    body.extend_from_slice(&e.u64(u64::MAX));
+    ng_block(e, SHB, &body)
+}
+
+/// An Interface Description Block, with if_tsresol when given.
+fn ng_interface(e: Endian, link_type: u16, tsresol: Option<u8>) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&e.u16(link_type));
+    body.extend_from_slice(&e.u16(0));
+    body.extend_from_slice(&e.u32(MAX_RECORD));
+    if let Some(resol) = tsresol {
+        body.extend_from_slice(&e.u16(9));
+        body.extend_from_slice(&e.u16(1));
+        body.extend_from_slice(&[resol, 0, 0, 0]);
+        body.extend_from_slice(&[0; 4]); // opt_endofopt
+    }
+    ng_block(e, IDB, &body)
+}
+
+fn ng_enhanced_packet(e: Endian, if_id: u32, units: u64, data: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&e.u32(if_id));
+    body.extend_from_slice(&e.u32((units >> 32) as u32));
+    body.extend_from_slice(&e.u32(units as u32));
+    body.extend_from_slice(&e.u32(data.len() as u32));
+    body.extend_from_slice(&e.u32(data.len() as u32));
+    body.extend_from_slice(data);
+    ng_block(e, EPB, &body)
+}
+
+/// The shipped capture as pcapng: one Ethernet interface in microseconds.
+fn pcapng(e: Endian, records: &[Record]) -> Vec<u8> {
+    let mut out = ng_section_header(e);
+    out.extend(ng_interface(e, 1, None));
+    for r in records {
+        out.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packets built from scratch: IPv4 and TCP, no options.
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy)]
+struct Tcp {
+    src: ([u8; 4], u16),
+    dst: ([u8; 4], u16),
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    payload: usize,
+}
+
+impl Tcp {
+    /// An IPv4 packet (raw IP link type) carrying this segment; the payload is zeros.
+    fn ipv4(&self) -> Vec<u8> {
+        let total = 20 + 20 + self.payload;
+        let mut p = vec![0x45, 0];
+        p.extend_from_slice(&(total as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]); // id, DF, TTL, TCP, checksum
+        p.extend_from_slice(&self.src.0);
+        p.extend_from_slice(&self.dst.0);
+        p.extend_from_slice(&self.src.1.to_be_bytes());
+        p.extend_from_slice(&self.dst.1.to_be_bytes());
+        p.extend_from_slice(&self.seq.to_be_bytes());
+        p.extend_from_slice(&self.ack.to_be_bytes());
+        p.push(5 << 4);
+        p.push(self.flags);
+        p.extend_from_slice(&65_535u16.to_be_bytes());
+        p.extend_from_slice(&[0; 4]); // checksum, urgent pointer
+        p.resize(total, 0);
+        p
+    }
+
+    /// The same packet in an Ethernet frame.
+    fn ethernet(&self) -> Vec<u8> {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1];
+        f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        f.extend(self.ipv4());
+        f
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running the binary.
+// ---------------------------------------------------------------------------------------------
+
+/// A directory of its own for one test, removed when the test ends.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "tcpstall-malformed-{}-{test}-{n}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.0.join(name);
+        fs::write(&path, bytes).expect("write input");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `tcpstall` and fails the test on a panic or when it outlives `limit`.
+fn run_within(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tcpstall");
+    // Read the pipes on their own threads so a large report cannot block the child.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut buf).map(|_| buf)
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut stderr, &mut buf).map(|_| buf)
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for tcpstall") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tcpstall {args:?} still running after {limit:?}: a hang");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let out = Output {
+        status,
+        stdout: out_reader.join().unwrap().expect("read stdout"),
+        stderr: err_reader.join().unwrap().expect("read stderr"),
+    };
+    let stderr = text(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && out.status.code().is_some(),
+        "tcpstall {args:?} crashed ({:?}):\n{stderr}",
+        out.status
+    );
+    out
+}
+
+fn run(args: &[&str]) -> Output {
+    run_within(args, Duration::from_secs(30))
+}
+
+/// `tcpstall analyze --json` on a file that must be analysed (exit status 0).
+fn analyze_json(path: &Path) -> Value {
+    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+    parse_report(&out, &path.display().to_string())
+}
+
+fn parse_report(out: &Output, what: &str) -> Value {
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: exit status; stderr:\n{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}):\n{}", text(&out.stdout)));
+    assert_no_negative_numbers(&report, what, "$", &[]);
+    report
+}
+
+/// No time, duration or count in a report is ever negative (or not a number), except
+/// in the fields named in `open_bugs` (known bugs, each with an ignored test).
+fn assert_no_negative_numbers(value: &Value, what: &str, at: &str, open_bugs: &[&str]) {
+    match value {
+        Value::Number(n) => {
+            let v = n.as_f64().unwrap();
+            let excused = open_bugs.iter().any(|field| at.ends_with(field));
+            assert!(
+                v.is_finite() && (v >= 0.0 || excused),
+                "{what}: {at} is {v}"
+            );
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                assert_no_negative_numbers(item, what, &format!("{at}[{i}]"), open_bugs);
+            }
+        }
+        Value::Object(fields) => {
+            for (key, item) in fields {
+                assert_no_negative_numbers(item, what, &format!("{at}.{key}"), open_bugs);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Like [`parse_report`], tolerating negative values in the fields of known open bugs.
+fn parse_report_with_open_bugs(out: &Output, what: &str, open_bugs: &[&str]) -> Value {
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{what}: stderr:\n{stderr}");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_no_negative_numbers(&report, what, "$", open_bugs);
+    report
+}
+
+/// Writes `bytes`, runs `tcpstall analyze --json` on it and returns the report.
+fn report_of(test: &str, name: &str, bytes: &[u8]) -> Value {
+    let dir = TempDir::new(test);
+    let path = dir.write(name, bytes);
+    analyze_json(&path)
+}
+
+/// The input is refused: exit status 2, one `tcpstall: error:` line with every needle.
+fn assert_refused(test: &str, name: &str, bytes: &[u8], needles: &[&str]) -> String {
+    let dir = TempDir::new(test);
+    let path = dir.write(name, bytes);
+    let out = run(&["analyze", path.to_str().unwrap()]);
+    check_refused(&out, test, needles)
+}
+
+fn check_refused(out: &Output, what: &str, needles: &[&str]) -> String {
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{what}: exit status; stdout:\n{}\nstderr:\n{stderr}",
+        text(&out.stdout)
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: one line on stderr, got:\n{stderr}");
+    assert!(
+        lines[0].starts_with("tcpstall: error:"),
+        "{what}: {}",
+        lines[0]
+    );
+    for needle in needles {
+        assert!(
+            lines[0].contains(needle),
+            "{what}: stderr does not mention {needle:?}: {}",
+            lines[0]
+        );
+    }
+    assert!(out.stdout.is_empty(), "{what}: stdout not empty");
+    lines[0].to_string()
+}
+
+/// What the shipped capture reports: each stall's (start, duration).
+fn baseline_stalls() -> &'static [(f64, f64)] {
+    static STARTS: OnceLock<Vec<(f64, f64)>> = OnceLock::new();
+    STARTS.get_or_init(|| {
+        let report = analyze_json(Path::new(ORIGINAL));
+        stall_times(&report["connections"][0])
+    })
+}
+
+fn stall_times(connection: &Value) -> Vec<(f64, f64)> {
+    connection["stalls"]
+        .as_array()
+        .expect("stalls array")
+        .iter()
+        .filter(|s| s["class"] == "nagle-delayed-ack")
+        .map(|s| {
+            (
+                s["start"].as_f64().unwrap(),
+                s["duration"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The shipped connection is in the report with its 9 stalls at their original times.
+fn assert_original_stalls(report: &Value, what: &str) {
+    let connection = report["connections"]
+        .as_array()
+        .expect("connections array")
+        .iter()
+        .find(|c| c["server"] == "127.0.0.1:8000")
+        .unwrap_or_else(|| panic!("{what}: the shipped connection is missing"));
+    assert_eq!(
+        connection["stall_count"].as_u64(),
+        Some(STALLS),
+        "{what}: stall count"
+    );
+    assert_eq!(connection["verdict"], "nagle-delayed-ack-stalls", "{what}");
+    let got = stall_times(connection);
+    assert_eq!(got.len(), baseline_stalls().len(), "{what}: stalls listed");
+    for (i, (g, b)) in got.iter().zip(baseline_stalls()).enumerate() {
+        assert!(
+            (g.0 - b.0).abs() < 2e-6 && (g.1 - b.1).abs() < 2e-6,
+            "{what}: stall {i} at {g:?}, originally {b:?}"
+        );
+    }
+}
+
+fn warnings(report: &Value) -> Vec<String> {
+    report["input"]["warnings"]
+        .as_array()
+        .expect("warnings array")
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn skipped(report: &Value, key: &str) -> u64 {
+    report["input"]["skipped"][key].as_u64().unwrap_or(0)
+}
+
+/// Runs `check` on every item, on a few threads: each item starts a process.
+fn in_parallel<T: Sync>(items: &[T], check: impl Fn(&T) + Sync) {
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    let next = AtomicU32::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(item) = items.get(i) else { break };
+                    check(item);
+                }
+            });
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Truncation at every byte.
+// ---------------------------------------------------------------------------------------------
+
+/// The records (1-based) that end at or before `len`, and whether `len` cuts one.
+fn complete_records(ends: &[usize], first_record_at: usize, len: usize) -> (usize, bool) {
+    let complete = ends.iter().take_while(|&&end| end <= len).count();
+    let boundary = len == first_record_at || ends.contains(&len);
+    (complete, !boundary)
+}
+
+/// What a prefix of `len` bytes must do, whatever the format.
+fn check_prefix(
+    test: &str,
+    dir: &TempDir,
+    bytes: &[u8],
+    len: usize,
+    header_len: usize,
+    ends: &[usize],
+) {
+    let what = format!("{test}: first {len} bytes");
+    let path = dir.write(&format!("prefix-{len}"), &bytes[..len]);
+    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+    if len == 0 {
+        check_refused(&out, &what, &["the input is empty"]);
+        return;
+    }
+    if len < header_len {
+        check_refused(&out, &what, &["truncated file header"]);
+        return;
+    }
+    let (complete, cut) = complete_records(ends, header_len, len);
+    if complete == 0 {
+        if cut {
+            check_refused(
+                &out,
+                &what,
+                &["truncated capture", "before any complete packet"],
+            );
+        } else {
+            check_refused(&out, &what, &["no TCP segments", "holds no packets"]);
+        }
+        return;
+    }
+    let report = parse_report(&out, &what);
+    assert_eq!(
+        report["input"]["packets"].as_u64(),
+        Some(complete as u64),
+        "{what}: packets"
+    );
+    let warnings = warnings(&report);
+    if cut {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("capture ends inside") && w.contains("were analysed")),
+            "{what}: no truncation warning in {warnings:?}"
+        );
+    } else {
+        assert!(warnings.is_empty(), "{what}: warnings {warnings:?}");
+    }
+}
+
+/// Every prefix of the shipped pcap up to the end of its fifth record: the empty file,
+/// the cut file header, the header alone, and a cut at every byte of records 1 to 5.
+#[test]
+fn pcap_cut_at_every_byte_of_the_first_five_records() {
+    let bytes = original_bytes();
+    let ends: Vec<usize> = original_record_ends().into_iter().take(5).collect();
+    let dir = TempDir::new("cut_pcap");
+    let lengths: Vec<usize> = (0..=ends[4]).collect();
+    in_parallel(&lengths, |&len| {
+        check_prefix("cut_pcap", &dir, bytes, len, 24, &ends)
+    });
+}
+
+/// The same for pcapng: section header, interface description, then five packets.
+#[test]
+fn pcapng_cut_at_every_byte_of_the_first_five_blocks() {
+    let records = &original_records()[..5];
+    let bytes = pcapng(Endian::Little, records);
+    let shb = ng_section_header(Endian::Little).len();
+    let idb = ng_interface(Endian::Little, 1, None).len();
+    // The interface block is not a packet: a cut inside it is a cut before any packet.
+    let mut ends = Vec::new();
+    let mut at = shb + idb;
+    for r in records {
+        at += ng_enhanced_packet(Endian::Little, 0, 0, &r.frame).len();
+        ends.push(at);
+    }
+    assert_eq!(at, bytes.len());
+    let dir = TempDir::new("cut_pcapng");
+    let lengths: Vec<usize> = (0..=bytes.len()).collect();
+    in_parallel(&lengths, |&len| {
+        if (shb..shb + idb).contains(&len) && len > shb {
+            // Inside the interface description block: no packet yet.
+            let path = dir.write(&format!("prefix-{len}"), &bytes[..len]);
+            let out = run(&["analyze", path.to_str().unwrap()]);
+            check_refused(
+                &out,
+                &format!("cut_pcapng: first {len} bytes"),
+                &["truncated capture", "before any complete packet"],
+            );
+        } else if len == shb {
+            let path = dir.write(&format!("prefix-{len}"), &bytes[..len]);
+            let out = run(&["analyze", path.to_str().unwrap()]);
+            check_refused(
+                &out,
+                "cut_pcapng: section header only",
+                &["holds no packets"],
+            );
+        } else {
+            check_prefix("cut_pcapng", &dir, &bytes, len, shb + idb, &ends);
+        }
+    });
+}
+
+/// A capture cut inside its last record, read from a pipe: the same warning.
+#[test]
+fn capture_cut_mid_record_through_a_pipe_is_a_warning() {
+    let bytes = original_bytes();
+    let cut = bytes.len() - 7;
+    let mut child = Command::new(BIN)
+        .args(["analyze", "--json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tcpstall");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&bytes[..cut]).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let report = parse_report(&out, "pipe");
+    assert_eq!(report["input"]["packets"].as_u64(), Some(PACKETS - 1));
+    assert!(
+        warnings(&report)
+            .iter()
+            .any(|w| w.contains("capture ends inside record 57")),
+        "{:?}",
+        warnings(&report)
+    );
+}
+
+/// Not a capture at all, and the one classic pcap variant pcap-parser cannot read (the
+/// big-endian modified format): each refused with its reason. The little-endian
+/// modified format (24-byte record headers) is read.
+#[test]
+fn not_a_capture_and_modified_pcap() {
+    assert_refused(
+        "text",
+        "text.pcap",
+        b"GET / HTTP/1.1\r\n\r\n",
+        &[
+            "not a capture",
+            "47 45 54 20",
+            "not a pcap or pcapng magic number",
+        ],
+    );
+    let mut modified = Vec::new();
+    modified.extend_from_slice(&0xa1b2_cd34u32.to_le_bytes());
+    modified.extend_from_slice(&original_bytes()[4..24]);
+    for r in original_records() {
+        let len = r.frame.len() as u32;
+        pcap_record(&mut modified, r.micros(), len, len, &[]);
+        modified.extend_from_slice(&1u32.to_le_bytes()); // interface index
+        modified.extend_from_slice(&ETHERTYPE_IPV4.to_le_bytes()); // protocol
+        modified.extend_from_slice(&[0, 0]); // packet type, padding
+        modified.extend_from_slice(&r.frame);
+    }
+    let report = report_of("modified", "modified.pcap", &modified);
+    assert_original_stalls(&report, "modified pcap");
+
+    let mut big_endian = modified.clone();
+    big_endian[..4].copy_from_slice(&0xa1b2_cd34u32.to_be_bytes());
+    assert_refused(
+        "modified_be",
+        "modified-be.pcap",
+        &big_endian,
+        &["unsupported capture format", "big-endian modified pcap"],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Record lengths.
+// ---------------------------------------------------------------------------------------------
+
+/// Zero-length records (pcap) and empty packet blocks (pcapng) are counted as packets
+/// cut before the end of their headers; everything else is analysed as usual.
+#[test]
+fn zero_length_records_are_counted_and_skipped() {
+    let records = original_records();
+    let mut bytes = pcap_header(LINK_ETHERNET);
+    let mut ng = ng_section_header(Endian::Big);
+    ng.extend(ng_interface(Endian::Big, 1, None));
+    for (i, r) in records.iter().enumerate() {
+        if i % 10 == 5 {
+            // An empty record, and one claiming a 60-byte packet of which none was kept.
+            pcap_record(&mut bytes, r.micros(), 0, 0, &[]);
+            pcap_record(&mut bytes, r.micros(), 0, 60, &[]);
+            ng.extend(ng_enhanced_packet(Endian::Big, 0, r.micros(), &[]));
+            ng.extend(ng_enhanced_packet(Endian::Big, 0, r.micros(), &[]));
+        }
+        let len = r.frame.len() as u32;
+        pcap_record(&mut bytes, r.micros(), len, len, &r.frame);
+        ng.extend(ng_enhanced_packet(Endian::Big, 0, r.micros(), &r.frame));
+    }
+    for (name, bytes) in [("zero.pcap", bytes), ("zero.pcapng", ng)] {
+        let report = report_of("zero_length", name, &bytes);
+        assert_eq!(report["input"]["packets"].as_u64(), Some(PACKETS + 12));
+        assert_eq!(report["input"]["tcp_segments"].as_u64(), Some(PACKETS));
+        assert_eq!(skipped(&report, "truncated_headers"), 12, "{name}");
+        assert_original_stalls(&report, name);
+    }
+}
+
+/// A pcap record of exactly the 262,144-byte limit is read; one byte more is an error
+/// that names the packet and its byte offset, even though the whole record is there.
+#[test]
+fn pcap_record_longer_than_the_limit_is_an_error() {
+    let records = original_records();
+    let build = |caplen: u32| {
+        let mut bytes = pcap_header(LINK_ETHERNET);
+        for (i, r) in records.iter().enumerate() {
+            let mut data = r.frame.clone();
+            if i == 2 {
+                // Padding after the IP packet, as a capture of a jumbo link might hold.
+                data.resize(caplen as usize, 0xee);
+            }
+            let len = data.len() as u32;
+            pcap_record(&mut bytes, r.micros(), len, len, &data);
+        }
+        bytes
+    };
+    let report = report_of("limit_ok", "limit.pcap", &build(MAX_RECORD));
+    assert_original_stalls(&report, "record at the limit");
+
+    let offset = original_record_ends()[1];
+    let line = assert_refused(
+        "limit_over",
+        "over.pcap",
+        &build(MAX_RECORD + 1),
+        &[
+            "packet 3",
+            &format!("byte offset {offset}"),
+            "claims 262145 bytes",
+            "over the 262144-byte limit",
+        ],
+    );
+    assert!(line.contains("corrupt"), "{line}");
+}
+
+/// A pcapng block over 16 MiB is an error; a 2 MiB block (larger than the read buffer)
+/// of a type tcpstall does not need is read past.
+#[test]
+fn pcapng_block_lengths_over_the_limit() {
+    let e = Endian::Little;
+    let records = original_records();
+    let mut big = pcapng(e, &records[..20]);
+    big.extend(ng_block(e, 0x0000_0bad, &vec![0x5a; 2 << 20]));
+    for r in &records[20..] {
+        big.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+    }
+    let report = report_of("block_2mib", "big.pcapng", &big);
+    assert_original_stalls(&report, "2 MiB custom block");
+
+    let mut over = pcapng(e, &records[..3]);
+    let at = over.len();
+    over.extend_from_slice(&e.u32(EPB));
+    over.extend_from_slice(&e.u32(MAX_BLOCK + 4));
+    over.extend_from_slice(&[0; 64]);
+    assert_refused(
+        "block_over",
+        "over.pcapng",
+        &over,
+        &[
+            "packet 4",
+            &format!("byte offset {at}"),
+            "claims 16777220 bytes",
+            "over the 16777216-byte limit",
+        ],
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bogus pcapng blocks.
+// ---------------------------------------------------------------------------------------------
+
+/// The shipped packets as pcapng with `bad` inserted before packet 11.
+fn pcapng_with_block_before_packet_11(e: Endian, bad: &[u8]) -> (Vec<u8>, usize) {
+    let records = original_records();
+    let mut bytes = pcapng(e, &records[..10]);
+    let at = bytes.len();
+    bytes.extend_from_slice(bad);
+    for r in &records[10..] {
+        bytes.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+    }
+    (bytes, at)
+}
+
+/// A block length below 12 bytes or not a multiple of 4 is corruption: an error that
+/// names the place, never a panic or a wait for more input.
+#[test]
+fn pcapng_bad_block_lengths_are_errors() {
+    for e in [Endian::Little, Endian::Big] {
+        for (len, block_type) in [
+            (0, EPB),
+            (8, EPB),
+            (4, 0x8000_0001),
+            (10, 0x8000_0001),
+            (46, EPB),
+            (41, 0x1234),
+        ] {
+            let mut bad = Vec::new();
+            bad.extend_from_slice(&e.u32(block_type));
+            bad.extend_from_slice(&e.u32(len));
+            bad.extend_from_slice(&[0; 60]);
+            let (bytes, at) = pcapng_with_block_before_packet_11(e, &bad);
+            assert_refused(
+                "bad_block_len",
+                "bad.pcapng",
+                &bytes,
+                &[
+                    "packet 11",
+                    &format!("byte offset {at}"),
+                    &format!("claims {len} bytes"),
+                    "multiple of 4",
+                ],
+            );
+        }
+    }
+}
+
+/// A block whose trailing length differs from its leading one, or whose packet claims
+/// more bytes than the block holds, is an error, at once, however long the file.
+#[test]
+fn pcapng_inconsistent_blocks_are_errors() {
+    let e = Endian::Little;
+    let frame = &original_records()[10].frame;
+    let mut trailing = ng_enhanced_packet(e, 0, 0, frame);
+    let n = trailing.len();
+    trailing[n - 4..].copy_from_slice(&e.u32(n as u32 + 4));
+    let (bytes, at) = pcapng_with_block_before_packet_11(e, &trailing);
+    assert_refused(
+        "trailing_len",
+        "trailing.pcapng",
+        &bytes,
+        &[
+            &format!("byte offset {at}"),
+            &format!("claims {n} bytes at its start and {} at its end", n + 4),
+        ],
+    );
+
+    // An enhanced packet block whose captured length (100) overruns its 8 data bytes,
+    // followed by 2 MiB more: the reader once waited for those bytes forever.
+    let mut body = Vec::new();
+    for v in [0u32, 0, 0, 100, 100] {
+        body.extend_from_slice(&e.u32(v));
+    }
+    body.extend_from_slice(&[0; 8]);
+    let mut overrun = ng_block(e, EPB, &body);
+    overrun.extend(ng_block(e, 0x1234_5678, &vec![0; 2 << 20]));
+    let (bytes, at) = pcapng_with_block_before_packet_11(e, &overrun);
+    let dir = TempDir::new("overrun");
+    let path = dir.write("overrun.pcapng", &bytes);
+    let out = run_within(
+        &["analyze", path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    check_refused(
+        &out,
+        "overrun",
+        &[
+            "packet 11",
+            &format!("byte offset {at}"),
+            "enhanced packet block",
+            "overrun its length",
+        ],
+    );
+}
+
+/// Blocks of types tcpstall does not read, known or not, with contents that would not
+/// parse, are skipped whole: the packets around them are analysed as usual.
+#[test]
+fn pcapng_unknown_and_unused_blocks_are_skipped() {
+    for e in [Endian::Little, Endian::Big] {
+        let junk: Vec<u8> = (0..=255u8).collect();
+        let mut blocks = Vec::new();
+        for block_type in [
+            0x1234_5678, // unknown
+            0x0000_0bad, // custom, copyable
+            0x4000_0bad, // custom, not copyable
+            NRB,
+            ISB,
+            9,           // systemd journal export
+            0x0a,        // decryption secrets
+            0x8000_0001, // process information
+            0x0000_0007, // reserved
+        ] {
+            blocks.extend(ng_block(e, block_type, &junk));
+            blocks.extend(ng_block(e, block_type, &[]));
+        }
+        let (bytes, _) = pcapng_with_block_before_packet_11(e, &blocks);
+        let report = report_of("unknown_blocks", "unknown.pcapng", &bytes);
+        assert_eq!(report["input"]["packets"].as_u64(), Some(PACKETS));
+        assert!(warnings(&report).is_empty(), "{:?}", warnings(&report));
+        assert_original_stalls(&report, "unknown blocks");
+    }
+}
+
+/// Packets on an interface no Interface Description Block declared are counted and
+/// skipped with a warning; when no packet is left, the error says why.
+#[test]
+fn pcapng_packets_on_undeclared_interfaces() {
+    let e = Endian::Little;
+    let records = original_records();
+    let mut bytes = pcapng(e, records);
+    for r in &records[..5] {
+        bytes.extend(ng_enhanced_packet(e, 3, r.micros(), &r.frame));
+    }
+    let report = report_of("undeclared", "undeclared.pcapng", &bytes);
+    assert_eq!(report["input"]["packets"].as_u64(), Some(PACKETS + 5));
+    assert_eq!(report["input"]["tcp_segments"].as_u64(), Some(PACKETS));
+    assert!(
+        warnings(&report).iter().any(|w| w
+            .starts_with("5 packets name an interface no Interface Description Block declared")),
+        "{:?}",
+        warnings(&report)
+    );
+    assert_original_stalls(&report, "undeclared interface");
+
+    // Packets before any interface is declared: nothing to analyse.
+    let mut none = ng_section_header(e);
+    for r in &records[..4] {
+        none.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+    }
+    let mut spb = Vec::new();
+    spb.extend_from_slice(&e.u32(records[4].frame.len() as u32));
+    spb.extend_from_slice(&records[4].frame);
+    none.extend(ng_block(e, SPB, &spb));
+    assert_refused(
+        "undeclared_all",
+        "none.pcapng",
+        &none,
+        &["no TCP segments", "5 packets", "5 on undeclared interfaces"],
+    );
+}
+
+/// A section header whose byte-order magic is neither order is not a pcapng file; a
+/// later one is corruption at its offset.
+#[test]
+fn pcapng_bad_byte_order_magic() {
+    let e = Endian::Little;
+    let mut bytes = pcapng(e, original_records());
+    let mut first = bytes.clone();
+    first[8..12].copy_from_slice(&[1, 2, 3, 4]);
+    assert_refused(
+        "bom_first",
+        "bom.pcapng",
+        &first,
+        &["not a capture", "byte-order magic 01 02 03 04"],
+    );
+    let at = bytes.len();
+    let mut second = ng_section_header(Endian::Big);
+    second[8..12].copy_from_slice(&[0x1a, 0x2b, 0x3c, 0x4e]);
+    bytes.extend(second);
+    assert_refused(
+        "bom_later",
+        "bom2.pcapng",
+        &bytes,
+        &[&format!("byte offset {at}"), "byte-order magic 1a 2b 3c 4e"],
+    );
+}
+
+/// Unusual but valid pcapng: sections in both byte orders one after the other, the
+/// obsolete Packet Block (type 2), power-of-two timestamp resolutions, and interfaces
+/// whose timestamps put packets outside 1970 to 2106.
+#[test]
+fn pcapng_unusual_but_valid_layouts() {
+    let records = original_records();
+    let half = records.len() / 2;
+
+    // Little-endian section with the first half, big-endian section with the rest, in
+    // obsolete Packet Blocks (interface 16 bits, drops 16 bits, then as an EPB).
+    let mut bytes = pcapng(Endian::Little, &records[..half]);
+    let e = Endian::Big;
+    bytes.extend(ng_section_header(e));
+    bytes.extend(ng_interface(e, 1, None));
+    for r in &records[half..] {
+        let mut body = Vec::new();
+        body.extend_from_slice(&e.u16(0));
+        body.extend_from_slice(&e.u16(0));
+        body.extend_from_slice(&e.u32((r.micros() >> 32) as u32));
+        body.extend_from_slice(&e.u32(r.micros() as u32));
+        body.extend_from_slice(&e.u32(r.frame.len() as u32));
+        body.extend_from_slice(&e.u32(r.frame.len() as u32));
+        body.extend_from_slice(&r.frame);
+        bytes.extend(ng_block(e, OBSOLETE_PB, &body));
+    }
+    let report = report_of("sections", "sections.pcapng", &bytes);
+    assert_eq!(report["input"]["tcp_segments"].as_u64(), Some(PACKETS));
+    assert_original_stalls(&report, "two sections, obsolete packet blocks");
+
+    // if_tsresol 0x94: units of 2^-20 s.
+    let mut bytes = ng_section_header(e);
+    bytes.extend(ng_interface(e, 1, Some(0x80 | 20)));
+    for r in records {
+        let units = (u128::from(r.micros()) << 20) / 1_000_000;
+        bytes.extend(ng_enhanced_packet(e, 0, units as u64, &r.frame));
+    }
+    let report = report_of("tsresol", "binary.pcapng", &bytes);
+    let first = report["input"]["first_packet_time"].as_f64().unwrap();
+    let expected = records[0].micros() as f64 / 1e6;
+    assert!(
+        (first - expected).abs() < 1e-5,
+        "{first} against {expected}"
+    );
+    let connection = &report["connections"][0];
+    assert_eq!(connection["stall_count"].as_u64(), Some(STALLS));
+
+    // Timestamps far beyond 2106 (nanoseconds with the top bit set), and before 1970
+    // (an if_tsoffset of minus 3000 years): no overflow, no negative time.
+    for (tsresol, offset) in [(Some(9u8), 0i64), (None, -95_000_000_000)] {
+        let mut idb = Vec::new();
+        idb.extend_from_slice(&e.u16(1));
+        idb.extend_from_slice(&e.u16(0));
+        idb.extend_from_slice(&e.u32(MAX_RECORD));
+        if let Some(resol) = tsresol {
+            idb.extend_from_slice(&e.u16(9));
+            idb.extend_from_slice(&e.u16(1));
+            idb.extend_from_slice(&[resol, 0, 0, 0]);
+        }
+        idb.extend_from_slice(&e.u16(14));
+        idb.extend_from_slice(&e.u16(8));
+        idb.extend_from_slice(&e.u64(offset as u64));
+        idb.extend_from_slice(&[0; 4]);
+        let mut bytes = ng_section_header(e);
+        bytes.extend(ng_block(e, IDB, &idb));
+        for (i, r) in records.iter().enumerate() {
+            let units = if tsresol.is_some() {
+                u64::MAX - 1_000_000 + i as u64
+            } else {
+                r.micros()
+            };
+            bytes.extend(ng_enhanced_packet(e, 0, units, &r.frame));
+        }
+        let report = report_of("far_times", "far.pcapng", &bytes);
+        assert_eq!(report["input"]["tcp_segments"].as_u64(), Some(PACKETS));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Link types.
+// ---------------------------------------------------------------------------------------------
+
+/// A link type tcpstall cannot decode: in a pcap, nothing to analyse (the error lists
+/// the supported types); on one interface of a pcapng, those packets are counted and
+/// the others analysed.
+#[test]
+fn unknown_link_types() {
+    let records = original_records();
+    assert_refused(
+        "link_147",
+        "link147.pcap",
+        &pcap(147, records),
+        &[
+            "no TCP segments",
+            "57 unsupported link type 147",
+            "supported link types",
+        ],
+    );
+
+    let e = Endian::Little;
+    let mut bytes = ng_section_header(e);
+    bytes.extend(ng_interface(e, 1, None));
+    bytes.extend(ng_interface(e, 147, None));
+    for r in records {
+        bytes.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+        bytes.extend(ng_enhanced_packet(e, 1, r.micros(), &r.frame));
+    }
+    let report = report_of("link_mixed", "mixed.pcapng", &bytes);
+    assert_eq!(skipped(&report, "unsupported_link_type_147"), PACKETS);
+    assert_original_stalls(&report, "one unknown interface");
+}
+
+/// The upper bits of a pcap link type field say whether frames carry a frame check
+/// sequence (FCS length 2 words, P bit): the link type is still Ethernet.
+#[test]
+fn pcap_link_type_with_fcs_bits_is_still_ethernet() {
+    let records: Vec<Record> = original_records()
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.frame.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+            r
+        })
+        .collect();
+    let report = report_of("fcs", "fcs.pcap", &pcap(0x2400_0001, &records));
+    assert_eq!(report["input"]["tcp_segments"].as_u64(), Some(PACKETS));
+    assert_original_stalls(&report, "link type with FCS bits");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Network and transport headers.
+// ---------------------------------------------------------------------------------------------
+
+/// IPv4 fragments (first, middle) and IPv6 packets with a fragment header are counted
+/// as skipped fragments; they do not disturb the connection around them.
+#[test]
+fn ip_fragments_are_counted_as_skipped() {
+    let records = original_records();
+    let template = &records[10];
+    let mut out = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        out.push(r.clone());
+        if i == 20 {
+            // First fragment: more fragments, offset 0, a whole TCP header inside.
+            let mut first = template.clone();
+            first.frame[14 + 6] = 0x20;
+            first.frame[14 + 7] = 0;
+            first.set_micros(r.micros());
+            // A later fragment: offset 1480 bytes, last.
+            let mut later = first.clone();
+            later.frame[14 + 6] = 0x00;
+            later.frame[14 + 7] = 185;
+            // IPv6 with a fragment header (offset 0, more fragments) before TCP.
+            let mut v6 = first.clone();
+            let ip = &template.frame[14..];
+            let ihl = usize::from(ip[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+            let tcp = &ip[ihl..total];
+            let mut frame = template.frame[..12].to_vec();
+            frame.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+            frame.extend_from_slice(&[0x60, 0, 0, 0]);
+            frame.extend_from_slice(&((tcp.len() + 8) as u16).to_be_bytes());
+            frame.push(44); // fragment header
+            frame.push(64);
+            frame.extend_from_slice(&[0; 15]);
+            frame.push(1);
+            frame.extend_from_slice(&[0; 15]);
+            frame.push(1);
+            frame.extend_from_slice(&[6, 0, 0, 1, 0, 0, 0, 42]); // TCP, offset 0, M
+            frame.extend_from_slice(tcp);
+            v6.frame = frame;
+            out.extend([first, later, v6]);
+        }
+    }
+    let report = report_of("fragments", "fragments.pcap", &pcap(LINK_ETHERNET, &out));
+    assert_eq!(skipped(&report, "ip_fragment"), 3);
+    assert_eq!(report["input"]["tcp_segments"].as_u64(), Some(PACKETS));
+    assert_original_stalls(&report, "fragments");
+}
+
+/// A TCP data offset below 5 words (the header would end inside its fixed part), or an
+/// IPv4 header length below 5, is counted as a malformed header and skipped.
+#[test]
+fn tcp_data_offset_too_small_is_counted_as_malformed() {
+    let records = original_records();
+    let mut out = Vec::new();
+    let mut bad = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        out.push(r.clone());
+        if i == 30 {
+            for offset in 0..5u8 {
+                let mut b = r.clone();
+                let at = b.tcp_at() + 12;
+                b.frame[at] = offset << 4;
+                bad.push(b);
+            }
+            let mut b = r.clone();
+            b.frame[14] = 0x44; // IPv4 header length 16 bytes
+            bad.push(b);
+            out.extend(bad.iter().cloned());
+        }
+    }
+    let report = report_of("offset", "offset.pcap", &pcap(LINK_ETHERNET, &out));
+    assert_eq!(
+        skipped(&report, "malformed_headers"),
+        6,
+        "{}",
+        report["input"]
+    );
+    assert_original_stalls(&report, "small data offsets");
+
+    // Only malformed segments: nothing to analyse, and the error says what they were.
+    assert_refused(
+        "offset_only",
+        "offset-only.pcap",
+        &pcap(LINK_ETHERNET, &bad),
+        &["no TCP segments", "6 malformed IP or TCP header"],
+    );
+}
+
+/// A connection whose SYN carries 100 bytes (TCP Fast Open), then a 50-byte reply.
+fn syn_with_payload_capture() -> Vec<u8> {
+    let c = ([10, 0, 0, 1], 40_000);
+    let s = ([10, 0, 0, 2], 80);
+    let seg = |src, dst, seq, ack, flags, payload| Tcp {
+        src,
+        dst,
+        seq,
+        ack,
+        flags,
+        payload,
+    };
+    let (isn_c, isn_s) = (1_000u32, 5_000u32);
+    let packets = [
+        (0, seg(c, s, isn_c, 0, SYN, 100)),
+        (100, seg(s, c, isn_s, isn_c + 101, SYN | ACK, 0)),
+        (200, seg(c, s, isn_c + 101, isn_s + 1, ACK, 0)),
+        (1_000, seg(s, c, isn_s + 1, isn_c + 101, PSH | ACK, 50)),
+        (1_100, seg(c, s, isn_c + 101, isn_s + 51, ACK, 0)),
+        (2_000, seg(c, s, isn_c + 101, isn_s + 51, FIN | ACK, 0)),
+        (2_100, seg(s, c, isn_s + 51, isn_c + 102, FIN | ACK, 0)),
+        (2_200, seg(c, s, isn_c + 102, isn_s + 52, ACK, 0)),
+    ];
+    let mut bytes = pcap_header(LINK_RAW);
+    for (micros, p) in packets {
+        let data = p.ipv4();
+        let len = data.len() as u32;
+        pcap_record(&mut bytes, 1_700_000_000_000_000 + micros, len, len, &data);
+    }
+    bytes
+}
+
+/// A SYN that carries data (TCP Fast Open) is analysed like any other connection: the
+/// handshake is recognised, no stall, no retransmission.
+#[test]
+fn syn_with_payload() {
+    let report = report_of("syn_data", "syn-data.pcap", &syn_with_payload_capture());
+    let connection = &report["connections"][0];
+    assert_eq!(report["summary"]["connections"].as_u64(), Some(1));
+    assert_eq!(connection["handshake_seen"], true);
+    assert_eq!(connection["client"], "10.0.0.1:40000");
+    assert_eq!(connection["stall_count"].as_u64(), Some(0));
+    assert_eq!(connection["bytes_server_to_client"].as_u64(), Some(50));
+    assert_eq!(connection["retransmitted_segments"].as_u64(), Some(0));
+}
+
+/// Open bug (flow.rs): a SYN's payload is placed at the SYN's own sequence number
+/// instead of one after it, so one byte is not counted and the SYN-ACK's ACK of the
+/// data is ignored as beyond anything sent.
+#[test]
+fn syn_payload_is_counted_in_full() {
+    let report = report_of(
+        "syn_data_bytes",
+        "syn-data.pcap",
+        &syn_with_payload_capture(),
+    );
+    let connection = &report["connections"][0];
+    assert_eq!(connection["bytes_client_to_server"].as_u64(), Some(100));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile traffic.
+// ---------------------------------------------------------------------------------------------
+
+/// Thousands of RSTs over thousands of 4-tuples, and a flood on one 4-tuple, around the
+/// shipped connection: no stall is claimed for them, the shipped connection keeps its
+/// verdict, and the analysis takes little time.
+#[test]
+fn rst_storm_claims_no_stall_and_stays_fast() {
+    const TUPLES: u32 = 5_000;
+    const FLOOD: u32 = 5_000;
+    let records = original_records();
+    let start = records[0].micros();
+    let span = records[records.len() - 1].micros() - start;
+    let mut storm: Vec<(u64, Vec<u8>)> = Vec::new();
+    for i in 0..TUPLES {
+        let src = (
+            [10, 1, (i >> 8) as u8, i as u8],
+            20_000 + (i % 30_000) as u16,
+        );
+        let dst = ([10, 2, 0, 1], 443);
+        let at = start + u64::from(i) * span / u64::from(TUPLES);
+        for (k, flags) in [RST, RST | ACK, RST].into_iter().enumerate() {
+            let p = Tcp {
+                src,
+                dst,
+                seq: i.wrapping_mul(7919).wrapping_add(k as u32 * 1000),
+                ack: i,
+                flags,
+                payload: 0,
+            };
+            storm.push((at + k as u64, p.ethernet()));
+        }
+    }
+    for i in 0..FLOOD {
+        let p = Tcp {
+            src: ([10, 3, 0, 1], 5555),
+            dst: ([10, 3, 0, 2], 80),
+            seq: i.wrapping_mul(2_654_435_761),
+            ack: 0,
+            flags: RST,
+            payload: 0,
+        };
+        storm.push((start + u64::from(i) * span / u64::from(FLOOD), p.ethernet()));
+    }
+    let mut all: Vec<(u64, Vec<u8>)> = records
+        .iter()
+        .map(|r| (r.micros(), r.frame.clone()))
+        .chain(storm)
+        .collect();
+    all.sort_by_key(|(t, _)| *t);
+    let mut bytes = pcap_header(LINK_ETHERNET);
+    for (t, frame) in &all {
+        pcap_record(
+            &mut bytes,
+            *t,
+            frame.len() as u32,
+            frame.len() as u32,
+            frame,
+        );
+    }
+    let dir = TempDir::new("rst_storm");
+    let path = dir.write("storm.pcap", &bytes);
+    let began = Instant::now();
+    let out = run_within(
+        &["analyze", "--json", path.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let took = began.elapsed();
+    let report = parse_report(&out, "rst storm");
+    let total = all.len() as u64;
+    assert_eq!(report["input"]["tcp_segments"].as_u64(), Some(total));
+    assert_eq!(report["summary"]["stalls"].as_u64(), Some(STALLS));
+    assert_eq!(
+        report["summary"]["connections_with_stalls"].as_u64(),
+        Some(1)
+    );
+    let connections = report["summary"]["connections"].as_u64().unwrap();
+    assert!(
+        connections > u64::from(TUPLES),
+        "{connections} connections for {TUPLES} 4-tuples and a flood"
+    );
+    assert_original_stalls(&report, "rst storm");
+    assert!(
+        took < Duration::from_secs(20),
+        "{total} packets took {took:?}"
+    );
+}
+
+/// Sequence numbers that wrap past 2^32 in the middle of the exchange, in both
+/// directions: the stalls are those of the original, at the same times.
+#[test]
+fn sequence_wraparound_keeps_the_stalls() {
+    let records = original_records();
+    let isn_client = records[0].field(4);
+    assert!(records[0].sent_by_client() && records[0].flags() == SYN);
+    let isn_server = records[1].field(4);
+    // The client sends 120 bytes, the server echoes them: start just below 2^32.
+    let shift_client = (u32::MAX - 40).wrapping_sub(isn_client);
+    let shift_server = (u32::MAX - 70).wrapping_sub(isn_server);
+    let mut crossed = [false, false];
+    let shifted: Vec<Record> = records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            let (own, peer) = if r.sent_by_client() {
+                (shift_client, shift_server)
+            } else {
+                (shift_server, shift_client)
+            };
+            let seq = r.field(4).wrapping_add(own);
+            r.set_field(4, seq);
+            if r.flags() & ACK != 0 {
+                r.set_field(8, r.field(8).wrapping_add(peer));
+            }
+            if r.payload_len() > 0 && seq < 1_000 {
+                crossed[usize::from(!r.sent_by_client())] = true;
+            }
+            r
+        })
+        .collect();
+    assert_eq!(crossed, [true, true], "both directions wrap");
+    let report = report_of("wrap", "wrap.pcap", &pcap(LINK_ETHERNET, &shifted));
+    let original = analyze_json(Path::new(ORIGINAL));
+    for key in [
+        "bytes_client_to_server",
+        "bytes_server_to_client",
+        "retransmitted_segments",
+    ] {
+        assert_eq!(
+            report["connections"][0][key], original["connections"][0][key],
+            "{key}"
+        );
+    }
+    assert_original_stalls(&report, "wraparound");
+}
+
+/// Captures of the shipped exchange whose times go backwards.
+fn out_of_order_cases() -> Vec<(&'static str, Vec<Record>)> {
+    let records = original_records();
+    let mut cases: Vec<(&str, Vec<Record>)> = Vec::new();
+
+    let mut swapped = records.to_vec();
+    for i in (5..records.len() - 1).step_by(9) {
+        let (a, b) = (swapped[i].micros(), swapped[i + 1].micros());
+        swapped[i].set_micros(b);
+        swapped[i + 1].set_micros(a);
+    }
+    cases.push(("swapped neighbours", swapped));
+
+    let mut jumps = records.to_vec();
+    jumps[20].set_micros(records[20].micros() - 3_600_000_000);
+    jumps[40].set_micros(records[40].micros() + 86_400_000_000);
+    jumps[0].set_micros(records[0].micros() + 1_000_000);
+    cases.push(("jumps", jumps));
+
+    // Every pure ACK from the server stamped 1 s late: each comes after the client data
+    // it released, which still echoes its TCP timestamp.
+    let mut late_acks = records.to_vec();
+    for r in late_acks.iter_mut() {
+        if !r.sent_by_client() && r.payload_len() == 0 && r.flags() == ACK {
+            r.set_micros(r.micros() + 1_000_000);
+        }
+    }
+    cases.push(("late releasing ACKs", late_acks));
+
+    let mut reversed = records.to_vec();
+    let times: Vec<u64> = records.iter().map(Record::micros).collect();
+    for (r, t) in reversed.iter_mut().zip(times.iter().rev()) {
+        r.set_micros(*t);
+    }
+    cases.push(("reversed", reversed));
+    cases
+}
+
+fn analyze_out_of_order(test: &str, open_bugs: &[&str]) {
+    for (what, records) in out_of_order_cases() {
+        for (name, bytes) in [
+            ("order.pcap", pcap(LINK_ETHERNET, &records)),
+            ("order.pcapng", pcapng(Endian::Little, &records)),
+        ] {
+            let dir = TempDir::new(test);
+            let path = dir.write(name, &bytes);
+            let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+            let what = format!("{what}, {name}");
+            let report = parse_report_with_open_bugs(&out, &what, open_bugs);
+            assert_eq!(
+                report["input"]["tcp_segments"].as_u64(),
+                Some(PACKETS),
+                "{what}"
+            );
+            let out = run(&["analyze", "--stalls", path.to_str().unwrap()]);
+            assert_eq!(out.status.code(), Some(0), "{what}: text report");
+        }
+    }
+}
+
+/// Packets whose time goes backwards: neighbours swapped, a packet an hour early, one a
+/// day late, releasing ACKs stamped after the data they released, the whole capture in
+/// reverse. No panic, and no negative time, duration or reaction in the report: a pure
+/// ACK stamped after the data that ended a gap is never taken as the ACK that released it.
+#[test]
+fn timestamps_out_of_order() {
+    analyze_out_of_order("order", &[]);
+}
+
+/// 200,000 short connections (handshake, request, reply, close), several hundred open
+/// at once: the analysis completes and reports every one of them.
+#[test]
+fn two_hundred_thousand_connections() {
+    const CONNECTIONS: u32 = 200_000;
+    let server = ([10, 9, 0, 1], 6379);
+    let mut bytes = pcap_header(LINK_RAW);
+    bytes.reserve(CONNECTIONS as usize * 5 * 64);
+    let base = 1_700_000_000_000_000u64;
+    // Connection i starts at i * 20 us and lasts 10 ms: OPEN overlap at any time.
+    let mut events: Vec<(u64, u32, u8)> = Vec::with_capacity(CONNECTIONS as usize * 5);
+    for i in 0..CONNECTIONS {
+        let t = base + u64::from(i) * 20;
+        for (k, dt) in [0u64, 50, 100, 2_000, 10_000].into_iter().enumerate() {
+            events.push((t + dt, i, k as u8));
+        }
+    }
+    events.sort_unstable();
+    for &(t, i, k) in &events {
+        let client = (
+            [10, 8, (i >> 16) as u8 | 0x80, (i >> 8) as u8],
+            1024 + (i & 0xff) as u16 * 200,
+        );
+        let (isn_c, isn_s) = (i.wrapping_mul(40_503), i.wrapping_mul(2_654_435_761));
+        let p = match k {
+            0 => Tcp {
+                src: client,
+                dst: server,
+                seq: isn_c,
+                ack: 0,
+                flags: SYN,
+                payload: 0,
+            },
+            1 => Tcp {
+                src: server,
+                dst: client,
+                seq: isn_s,
+                ack: isn_c.wrapping_add(1),
+                flags: SYN | ACK,
+                payload: 0,
+            },
+            2 => Tcp {
+                src: client,
+                dst: server,
+                seq: isn_c.wrapping_add(1),
+                ack: isn_s.wrapping_add(1),
+                flags: PSH | ACK | FIN,
+                payload: 20,
+            },
+            3 => Tcp {
+                src: server,
+                dst: client,
+                seq: isn_s.wrapping_add(1),
+                ack: isn_c.wrapping_add(22),
+                flags: PSH | ACK | FIN,
+                payload: 30,
+            },
+            _ => Tcp {
+                src: client,
+                dst: server,
+                seq: isn_c.wrapping_add(22),
+                ack: isn_s.wrapping_add(32),
+                flags: ACK,
+                payload: 0,
+            },
+        };
+        let data = p.ipv4();
+        pcap_record(&mut bytes, t, data.len() as u32, data.len() as u32, &data);
+    }
+    let dir = TempDir::new("many");
+    let path = dir.write("many.pcap", &bytes);
+    drop(bytes);
+    let began = Instant::now();
+    let out = run_within(
+        &["analyze", path.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    let took = began.elapsed();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+    let expected = format!("{CONNECTIONS} connections, 0 with stalls: 0 stalls, 0.000 s lost");
+    assert!(
+        stdout.lines().any(|l| l == expected),
+        "no line {expected:?} in:\n{}",
+        &stdout[..stdout.len().min(2000)]
+    );
+    assert!(
+        stdout.contains(&format!(
+            "{} packets, {} TCP segments",
+            events.len(),
+            events.len()
+        )),
+        "{}",
+        &stdout[..stdout.len().min(2000)]
+    );
+    eprintln!(
+        "{CONNECTIONS} connections, {} packets: {took:?}",
+        events.len()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs the fuzzers found.
+// ---------------------------------------------------------------------------------------------
+
+/// Every file in tests/data/regressions/ once crashed or hung tcpstall, or gave a wrong
+/// report. Each name says what it must do now: `*.exit0` is analysed (a report with no
+/// negative number), `*.exit2` is refused with one error line.
+#[test]
+fn fuzzer_regressions() {
+    check_regressions(REGRESSIONS);
+}
+
+fn check_regressions(dir: &str) {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .expect("regression directory")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let out = run_within(
+            &["analyze", "--json", path.to_str().unwrap()],
+            Duration::from_secs(10),
+        );
+        if name.ends_with(".exit0") {
+            parse_report(&out, &name);
+        } else if name.ends_with(".exit2") {
+            check_refused(&out, &name, &[]);
+        } else {
+            panic!("{name}: a regression input is named *.exit0 or *.exit2");
+        }
+    }
+}
