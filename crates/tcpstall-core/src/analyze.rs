@@ -2,6 +2,7 @@
 
 use std::io::Read;
 use std::net::IpAddr;
+use std::sync::mpsc;
 
 use crate::capture::{
     CaptureError, CaptureReader, ReadNotes, SkipCounts, SkipReason, decode_packet,
@@ -211,10 +212,37 @@ impl Collector {
     }
 }
 
+/// Segments handed from the reading thread to the tracking thread at a time.
+const BATCH_SEGMENTS: usize = 4096;
+/// Batches waiting between the two threads: bounds the memory between them.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// The tracking stage: every segment into the flow table, ended connections diagnosed.
+fn track(
+    received: mpsc::Receiver<Vec<(Segment, u64)>>,
+    detect: DetectConfig,
+) -> (FlowTable, Collector) {
+    let mut flows = FlowTable::new(detect);
+    let mut collector = Collector::default();
+    for batch in received {
+        for (segment, packet) in &batch {
+            flows.observe(segment, *packet);
+            if flows.has_ended() {
+                for connection in flows.take_ended() {
+                    collector.take(connection);
+                }
+            }
+        }
+    }
+    (flows, collector)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum AnalyzeError {
     #[error("{0}")]
     Capture(#[from] CaptureError),
+    #[error("internal error: {0}")]
+    Internal(String),
     #[error("no TCP segments in the capture ({0})")]
     NoTcp(String),
 }
@@ -226,40 +254,58 @@ pub fn analyze<R: Read + Send + 'static>(
     options: &AnalyzeOptions,
 ) -> Result<Analysis, AnalyzeError> {
     let reader = CaptureReader::new(input)?;
-    let mut flows = FlowTable::new(options.detect);
-    let mut collector = Collector::default();
     let mut summary = InputSummary {
         source: source.to_string(),
         ..InputSummary::default()
     };
-    let notes = reader.for_each_packet(|packet| {
-        summary.first_time = Some(
-            summary
-                .first_time
-                .map_or(packet.time, |t| t.min(packet.time)),
-        );
-        summary.last_time = Some(
-            summary
-                .last_time
-                .map_or(packet.time, |t| t.max(packet.time)),
-        );
-        match decode_packet(packet) {
-            Ok(segment) => {
-                summary.tcp_segments += 1;
-                if options.filter.matches(&segment) {
-                    flows.observe(&segment, packet.number);
-                    if flows.has_ended() {
-                        for connection in flows.take_ended() {
-                            collector.take(connection);
+    // Two stages on two threads: this one reads and decodes, the other tracks
+    // connections; segments pass between them in batches.
+    let (batches, received) = mpsc::sync_channel::<Vec<(Segment, u64)>>(BATCHES_IN_FLIGHT);
+    let (read, tracked) = std::thread::scope(|scope| {
+        let tracker = scope.spawn(move || track(received, options.detect));
+        let mut batch = Vec::with_capacity(BATCH_SEGMENTS);
+        let read = reader.for_each_packet(|packet| {
+            summary.first_time = Some(
+                summary
+                    .first_time
+                    .map_or(packet.time, |t| t.min(packet.time)),
+            );
+            summary.last_time = Some(
+                summary
+                    .last_time
+                    .map_or(packet.time, |t| t.max(packet.time)),
+            );
+            match decode_packet(packet) {
+                Ok(segment) => {
+                    summary.tcp_segments += 1;
+                    if options.filter.matches(&segment) {
+                        batch.push((segment, packet.number));
+                        if batch.len() == BATCH_SEGMENTS {
+                            // The tracker only stops early if it failed; its join says so.
+                            let _ = batches.send(std::mem::replace(
+                                &mut batch,
+                                Vec::with_capacity(BATCH_SEGMENTS),
+                            ));
                         }
+                    } else {
+                        summary.filtered_out += 1;
                     }
-                } else {
-                    summary.filtered_out += 1;
                 }
+                Err(reason) => summary.skipped.add(reason),
             }
-            Err(reason) => summary.skipped.add(reason),
+        });
+        if !batch.is_empty() {
+            let _ = batches.send(batch);
         }
-    })?;
+        drop(batches);
+        (read, tracker.join())
+    });
+    let notes = read?;
+    let Ok((flows, mut collector)) = tracked else {
+        return Err(AnalyzeError::Internal(
+            "the connection tracker stopped".into(),
+        ));
+    };
     summary.read = notes;
     if let Some(tail) = &summary.read.truncated_tail {
         summary.warnings.push(tail.clone());
@@ -268,6 +314,12 @@ pub fn analyze<R: Read + Send + 'static>(
         summary.warnings.push(format!(
             "{} packets in Simple Packet Blocks have no timestamp; they were given the previous packet's time",
             summary.read.packets_without_timestamp
+        ));
+    }
+    if summary.read.packets_time_out_of_range > 0 {
+        summary.warnings.push(format!(
+            "{} packets have timestamps before 1970 or after 2106; they were given the nearest end of that range",
+            summary.read.packets_time_out_of_range
         ));
     }
     if summary.read.packets_unknown_interface > 0 {

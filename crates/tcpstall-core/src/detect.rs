@@ -323,6 +323,10 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
 /// echoed TSval proves the order whatever the capture point.
 fn sent_on_arrival(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> bool {
     let reaction = ctx.gap_end - ack.time;
+    if reaction < 0 {
+        // Stamped after the data (timestamps out of order): it released nothing.
+        return false;
+    }
     let path = ctx.path_rtt[ctx.sender];
     let slack = config.reaction_slack + path / 4;
     let tsecr_proves_after = matches!((ctx.segment_tsecr, ack.tsval), (Some(ecr), Some(val)) if ecr == val && ack.tsval_is_new);

@@ -262,7 +262,8 @@ impl Connection {
             dir.snd_max = SEQ_ORIGIN + u64::from(segment.flags.syn());
             dir.snd_una = SEQ_ORIGIN;
         }
-        let seq_start = dir.position(segment.seq);
+        // A SYN takes the first sequence number; its payload (TCP Fast Open) follows it.
+        let seq_start = dir.position(segment.seq) + u64::from(segment.flags.syn());
         let seq_end = seq_start + u64::from(segment.payload_len) + u64::from(segment.flags.fin());
         let carries_data = segment.payload_len > 0 || segment.flags.fin();
         let is_retransmission =
@@ -417,7 +418,10 @@ impl Connection {
         if let Some((gap_start, before_side, before_packet)) = self.last_data
             && t - gap_start >= config.min_gap
         {
-            let last_from_peer = self.dirs[y].last.clone().filter(|p| p.time > gap_start);
+            let last_from_peer = self.dirs[y]
+                .last
+                .clone()
+                .filter(|p| p.time > gap_start && p.time <= t);
             let ctx = GapContext {
                 gap_start,
                 gap_end: t,
