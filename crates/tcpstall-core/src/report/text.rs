@@ -59,8 +59,14 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     if input.late_segments > 0 {
         let _ = writeln!(
             out,
-            "counted {} segments that arrived just after their connection closed",
-            input.late_segments
+            "counted {} segment{} that arrived just after {} connection closed",
+            input.late_segments,
+            plural(input.late_segments as usize),
+            if input.late_segments == 1 {
+                "its"
+            } else {
+                "their"
+            }
         );
     }
     if input.connections_ended_idle > 0 {
