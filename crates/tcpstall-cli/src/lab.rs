@@ -6,19 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+
+use crate::workload_args::WorkloadArgs;
 use tcpstall_core::report::text;
 use tcpstall_lab::net::Net;
 use tcpstall_lab::privileges::Privileges;
 use tcpstall_lab::{Lab, RunOptions, compare, netns, report, suites};
 use tcpstall_report::compare::ComparisonRow;
 use tcpstall_sim::scenario::{ScenarioFile, SocketOptions};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Side {
-    Client,
-    Server,
-    Both,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Suite {
@@ -36,41 +31,8 @@ pub enum Suite {
 
 #[derive(Args)]
 pub struct LabArgs {
-    /// Scenario file (TOML, as for `simulate`); flags override its values
-    scenario: Option<PathBuf>,
-    /// Application pattern (see `tcpstall simulate --patterns`)
-    #[arg(long, value_name = "NAME")]
-    pattern: Option<String>,
-    /// Request write sizes in bytes, comma-separated
-    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
-    request: Vec<u32>,
-    /// Response write sizes in bytes, comma-separated
-    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
-    response: Vec<u32>,
-    /// Requests kept in flight
-    #[arg(long)]
-    depth: Option<u32>,
-    /// Number of transactions (for a suite: per scenario)
-    #[arg(long, short = 'n')]
-    transactions: Option<u32>,
-    /// Server think time before each response, ms
-    #[arg(long, value_name = "MS")]
-    server_think: Option<f64>,
-    /// Client think time before each request, ms
-    #[arg(long, value_name = "MS")]
-    client_think: Option<f64>,
-    /// Set TCP_NODELAY on this side
-    #[arg(long, value_name = "SIDE")]
-    nodelay: Option<Side>,
-    /// Set TCP_QUICKACK after every read on this side
-    #[arg(long, value_name = "SIDE")]
-    quickack: Option<Side>,
-    /// Wrap each message in TCP_CORK on this side
-    #[arg(long, value_name = "SIDE")]
-    cork: Option<Side>,
-    /// Send MSG_MORE on all writes of a message but the last, on this side
-    #[arg(long, value_name = "SIDE")]
-    msg_more: Option<Side>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// MSS both sides set with TCP_MAXSEG (default: the link MTU less 40)
     #[arg(long)]
     mss: Option<u32>,
@@ -96,52 +58,8 @@ pub struct LabArgs {
 
 type Fallible<T> = Result<T, String>;
 
-fn set_side(file: &mut ScenarioFile, side: Option<Side>, set: impl Fn(&mut SocketOptions)) {
-    match side {
-        Some(Side::Client) => set(&mut file.client.options),
-        Some(Side::Server) => set(&mut file.server.options),
-        Some(Side::Both) => {
-            set(&mut file.client.options);
-            set(&mut file.server.options);
-        }
-        None => {}
-    }
-}
-
 fn build_file(args: &LabArgs) -> Fallible<ScenarioFile> {
-    let mut file = match &args.scenario {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            ScenarioFile::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        None => ScenarioFile::default(),
-    };
-    if let Some(pattern) = &args.pattern {
-        file.workload.pattern = pattern.clone();
-    }
-    if !args.request.is_empty() {
-        file.workload.request = args.request.clone();
-    }
-    if !args.response.is_empty() {
-        file.workload.response = args.response.clone();
-    }
-    if let Some(depth) = args.depth {
-        file.workload.depth = depth;
-    }
-    if let Some(n) = args.transactions {
-        file.workload.transactions = n;
-    }
-    if let Some(ms) = args.server_think {
-        file.workload.server_think_ms = ms;
-    }
-    if let Some(ms) = args.client_think {
-        file.workload.client_think_ms = ms;
-    }
-    set_side(&mut file, args.nodelay, |o| o.nodelay = true);
-    set_side(&mut file, args.quickack, |o| o.quickack = true);
-    set_side(&mut file, args.cork, |o| o.cork = true);
-    set_side(&mut file, args.msg_more, |o| o.msg_more = true);
+    let mut file = args.workload.scenario_file()?;
     if let Some(mss) = args.mss {
         file.client.mss = Some(mss);
         file.server.mss = Some(mss);
@@ -173,7 +91,7 @@ fn check_args(args: &LabArgs) -> Fallible<()> {
     {
         return Err(format!("--rtt must be 0 to 1000 ms, got {rtt}"));
     }
-    if let Some(n) = args.transactions
+    if let Some(n) = args.workload.transactions
         && !(1..=100_000).contains(&n)
     {
         return Err(format!(
@@ -408,7 +326,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
     let path = lab.net.describe();
     Ok(match suite {
         Suite::Seed002 => {
-            let n = args.transactions.unwrap_or(20);
+            let n = args.workload.transactions.unwrap_or(20);
             let rows = suites::seed002(lab, n, options).map_err(err)?;
             write_html(args, "seed 002 on this kernel", &suite_rows(&rows))?;
             report::table_text(
@@ -417,7 +335,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             )
         }
         Suite::Bulk => {
-            let n = args.transactions.unwrap_or(12);
+            let n = args.workload.transactions.unwrap_or(12);
             let rows = suites::bulk(lab, n, options).map_err(err)?;
             write_html(args, "seed 000 blocks on Linux", &suite_rows(&rows))?;
             report::table_text(
@@ -426,7 +344,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             )
         }
         Suite::Matrix => {
-            let n = args.transactions.unwrap_or(30);
+            let n = args.workload.transactions.unwrap_or(30);
             let result = suites::matrix(lab, n, options).map_err(err)?;
             write_html(
                 args,
@@ -439,7 +357,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             if lab.net.line.is_none() {
                 return Err("--suite delay-accuracy needs the delay line (root)".into());
             }
-            let n = args.transactions.unwrap_or(50);
+            let n = args.workload.transactions.unwrap_or(50);
             let points = suites::delay_accuracy(lab, &suites::DELAY_POINTS_MS, n).map_err(err)?;
             report::delay_text(&points)
         }
@@ -447,7 +365,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             if lab.net.line.is_none() {
                 return Err("--suite wan needs the delay line (root)".into());
             }
-            let n = args.transactions.unwrap_or(20);
+            let n = args.workload.transactions.unwrap_or(20);
             let rows = suites::wan(lab, n, options).map_err(err)?;
             write_html(
                 args,

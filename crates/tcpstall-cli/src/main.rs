@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 mod lab;
 mod simulate;
+mod workload_args;
 
 use clap::{Args, Parser, Subcommand};
 use tcpstall_core::analyze::{AnalyzeOptions, Filter, analyze};

@@ -5,7 +5,9 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+
+use crate::workload_args::WorkloadArgs;
 use tcpstall_core::analyze::AnalyzeOptions;
 use tcpstall_core::capture::PcapWriter;
 use tcpstall_sim::engine::capture_segments;
@@ -14,56 +16,16 @@ use tcpstall_sim::scenario::{PATTERNS, ScenarioFile};
 use tcpstall_sim::sweep::{PARAMETERS, SweepSpec, compare_fixes, sweep};
 use tcpstall_sim::{accuracy, profile};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Side {
-    Client,
-    Server,
-    Both,
-}
-
 #[derive(Args)]
 pub struct SimulateArgs {
-    /// Scenario file (TOML, see docs/scenario-format.md); flags override its values
-    scenario: Option<PathBuf>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Stack of the client: linux, windows, macos, macos-legacy, freebsd, aix
     #[arg(long, value_name = "STACK")]
     client: Option<String>,
     /// Stack of the server
     #[arg(long, value_name = "STACK")]
     server: Option<String>,
-    /// Application pattern (--patterns lists them)
-    #[arg(long, value_name = "NAME")]
-    pattern: Option<String>,
-    /// Request write sizes in bytes, comma-separated (e.g. 96,656)
-    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
-    request: Vec<u32>,
-    /// Response write sizes in bytes, comma-separated
-    #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
-    response: Vec<u32>,
-    /// Requests kept in flight (2 = double buffering)
-    #[arg(long)]
-    depth: Option<u32>,
-    /// Number of transactions
-    #[arg(long, short = 'n')]
-    transactions: Option<u32>,
-    /// Server think time before each response, ms
-    #[arg(long, value_name = "MS")]
-    server_think: Option<f64>,
-    /// Client think time before each request, ms
-    #[arg(long, value_name = "MS")]
-    client_think: Option<f64>,
-    /// Set TCP_NODELAY on this side
-    #[arg(long, value_name = "SIDE")]
-    nodelay: Option<Side>,
-    /// Set TCP_QUICKACK after every read on this side
-    #[arg(long, value_name = "SIDE")]
-    quickack: Option<Side>,
-    /// Wrap each message in TCP_CORK on this side
-    #[arg(long, value_name = "SIDE")]
-    cork: Option<Side>,
-    /// Send MSG_MORE on all writes of a message but the last, on this side
-    #[arg(long, value_name = "SIDE")]
-    msg_more: Option<Side>,
     /// MSS both sides announce (before the 12-byte timestamp option)
     #[arg(long)]
     mss: Option<u32>,
@@ -128,22 +90,6 @@ pub struct SimulateArgs {
 
 type Fallible<T> = Result<T, String>;
 
-fn set_side(
-    file: &mut ScenarioFile,
-    side: Option<Side>,
-    set: impl Fn(&mut tcpstall_sim::scenario::SocketOptions),
-) {
-    match side {
-        Some(Side::Client) => set(&mut file.client.options),
-        Some(Side::Server) => set(&mut file.server.options),
-        Some(Side::Both) => {
-            set(&mut file.client.options);
-            set(&mut file.server.options);
-        }
-        None => {}
-    }
-}
-
 fn parse_bandwidth(text: &str) -> Fallible<f64> {
     let t = text
         .trim()
@@ -165,45 +111,13 @@ fn parse_bandwidth(text: &str) -> Fallible<f64> {
 }
 
 fn build_file(args: &SimulateArgs) -> Fallible<ScenarioFile> {
-    let mut file = match &args.scenario {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            ScenarioFile::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        None => ScenarioFile::default(),
-    };
+    let mut file = args.workload.scenario_file()?;
     if let Some(stack) = &args.client {
         file.client.stack = stack.clone();
     }
     if let Some(stack) = &args.server {
         file.server.stack = stack.clone();
     }
-    if let Some(pattern) = &args.pattern {
-        file.workload.pattern = pattern.clone();
-    }
-    if !args.request.is_empty() {
-        file.workload.request = args.request.clone();
-    }
-    if !args.response.is_empty() {
-        file.workload.response = args.response.clone();
-    }
-    if let Some(depth) = args.depth {
-        file.workload.depth = depth;
-    }
-    if let Some(n) = args.transactions {
-        file.workload.transactions = n;
-    }
-    if let Some(ms) = args.server_think {
-        file.workload.server_think_ms = ms;
-    }
-    if let Some(ms) = args.client_think {
-        file.workload.client_think_ms = ms;
-    }
-    set_side(&mut file, args.nodelay, |o| o.nodelay = true);
-    set_side(&mut file, args.quickack, |o| o.quickack = true);
-    set_side(&mut file, args.cork, |o| o.cork = true);
-    set_side(&mut file, args.msg_more, |o| o.msg_more = true);
     if let Some(mss) = args.mss {
         file.client.mss = Some(mss);
         file.server.mss = Some(mss);
@@ -477,7 +391,7 @@ fn patterns_text() -> String {
 }
 
 fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
-    let transactions = args.transactions.unwrap_or(8);
+    let transactions = args.workload.transactions.unwrap_or(8);
     let cells = accuracy::matrix(transactions, &AnalyzeOptions::default());
     let mut total = accuracy::Accuracy::default();
     for cell in &cells {

@@ -213,22 +213,7 @@ fn segment_from_sliced(
     };
     let header_len = tcp.header_slice().len();
     let payload_len = ip_payload_declared.saturating_sub(header_len) as u32;
-    let mut options = TcpOptions::default();
-    for option in tcp.options_iterator() {
-        match option {
-            Ok(TcpOptionElement::MaximumSegmentSize(mss)) => options.mss = Some(mss),
-            Ok(TcpOptionElement::WindowScale(shift)) => options.window_scale = Some(shift),
-            Ok(TcpOptionElement::SelectiveAcknowledgementPermitted) => {
-                options.sack_permitted = true
-            }
-            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
-                options.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8;
-            }
-            Ok(TcpOptionElement::Timestamp(val, ecr)) => options.timestamps = Some((val, ecr)),
-            Ok(TcpOptionElement::Noop) => {}
-            Err(_) => break,
-        }
-    }
+    let options = tcp_options(tcp.options_iterator());
     Ok(Segment {
         time: packet.time,
         src: SocketAddr::new(src_ip, tcp.source_port()),
@@ -255,4 +240,26 @@ fn is_ip_ether_type(sliced: &LaxSlicedPacket<'_>) -> bool {
         sliced.ether_payload().map(|p| p.ether_type),
         Some(EtherType::IPV4) | Some(EtherType::IPV6)
     )
+}
+
+/// The TCP options this project reads (RFC 9293, RFC 7323, RFC 2018); a malformed option
+/// ends the list, as a receiving stack would stop there.
+pub(crate) fn tcp_options(elements: etherparse::TcpOptionsIterator<'_>) -> TcpOptions {
+    let mut options = TcpOptions::default();
+    for option in elements {
+        match option {
+            Ok(TcpOptionElement::MaximumSegmentSize(mss)) => options.mss = Some(mss),
+            Ok(TcpOptionElement::WindowScale(shift)) => options.window_scale = Some(shift),
+            Ok(TcpOptionElement::SelectiveAcknowledgementPermitted) => {
+                options.sack_permitted = true
+            }
+            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
+                options.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8;
+            }
+            Ok(TcpOptionElement::Timestamp(val, ecr)) => options.timestamps = Some((val, ecr)),
+            Ok(TcpOptionElement::Noop) => {}
+            Err(_) => break,
+        }
+    }
+    options
 }

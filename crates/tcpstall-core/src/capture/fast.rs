@@ -4,10 +4,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use etherparse::{IpNumber, Ipv4HeaderSlice, TcpHeaderSlice, TcpOptionElement};
+use etherparse::{IpNumber, Ipv4HeaderSlice, TcpHeaderSlice};
 
 use crate::capture::{Packet, SkipReason};
-use crate::segment::{Segment, TcpFlags, TcpOptions};
+use crate::segment::{Segment, TcpFlags};
 
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const ETHERNET_HEADER: usize = 14;
@@ -42,22 +42,7 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
     } else {
         total_len.checked_sub(ip_header_len + tcp_header_len)?
     };
-    let mut options = TcpOptions::default();
-    for option in tcp.options_iterator() {
-        match option {
-            Ok(TcpOptionElement::MaximumSegmentSize(mss)) => options.mss = Some(mss),
-            Ok(TcpOptionElement::WindowScale(shift)) => options.window_scale = Some(shift),
-            Ok(TcpOptionElement::SelectiveAcknowledgementPermitted) => {
-                options.sack_permitted = true
-            }
-            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
-                options.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8;
-            }
-            Ok(TcpOptionElement::Timestamp(val, ecr)) => options.timestamps = Some((val, ecr)),
-            Ok(TcpOptionElement::Noop) => {}
-            Err(_) => break,
-        }
-    }
+    let options = crate::capture::decode::tcp_options(tcp.options_iterator());
     let raw = tcp.slice();
     Some(Ok(Segment {
         time: packet.time,
