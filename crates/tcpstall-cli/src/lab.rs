@@ -196,23 +196,11 @@ pub fn run(args: &LabArgs) -> Fallible<()> {
 
 fn label(file: &ScenarioFile) -> String {
     let o = |s: &SocketOptions| {
-        let mut v = Vec::new();
-        if s.nodelay {
-            v.push("TCP_NODELAY");
-        }
-        if s.quickack {
-            v.push("TCP_QUICKACK");
-        }
-        if s.cork {
-            v.push("TCP_CORK");
-        }
-        if s.msg_more {
-            v.push("MSG_MORE");
-        }
-        if v.is_empty() {
+        let set = s.names();
+        if set.is_empty() {
             "no options".to_string()
         } else {
-            v.join("+")
+            set.join("+")
         }
     };
     format!(

@@ -214,7 +214,6 @@ pub struct GapContext {
 pub struct PeerSegment {
     pub packet: u64,
     pub time: Nanos,
-    pub pure_ack: bool,
     /// It acknowledged sender data not acknowledged before.
     pub ack_advanced: bool,
     pub outstanding_before: u64,

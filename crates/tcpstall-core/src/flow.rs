@@ -33,7 +33,6 @@ const SEQ_ORIGIN: u64 = 1 << 32;
 struct InFlight {
     end: u64,
     time: Nanos,
-    packet: u64,
     small: bool,
     began_message: bool,
     retransmitted: bool,
@@ -127,8 +126,6 @@ pub struct Connection {
     /// The gap whose released data may continue in the next segments.
     open_release: Option<(usize, usize, Nanos)>,
     pub duplicates: u64,
-    /// The connection has closed and its tracking state was freed.
-    released: bool,
 }
 
 impl Connection {
@@ -152,7 +149,6 @@ impl Connection {
             gaps: Vec::new(),
             open_release: None,
             duplicates: 0,
-            released: false,
         }
     }
 
@@ -304,7 +300,6 @@ impl Connection {
         self.dirs[x].last = Some(PeerSegment {
             packet,
             time: t,
-            pure_ack: segment.is_pure_ack(),
             ack_advanced: acked.advanced,
             outstanding_before: acked.outstanding_before,
             outstanding_small_segment: acked.outstanding_small,
@@ -385,7 +380,6 @@ impl Connection {
             outcome.newest_time = Some(done.time);
             outcome.newest_small = done.small;
             outcome.newest_began_message = done.began_message;
-            outcome.newest_packet = Some(done.packet);
             // Karn's rule: no round-trip sample from retransmitted data.
             rtt_sample = if done.retransmitted {
                 None
@@ -498,7 +492,6 @@ impl Connection {
         dir.in_flight.push_back(InFlight {
             end: seq_end,
             time: t,
-            packet,
             small,
             began_message: dir.message_segments == 1,
             retransmitted: false,
@@ -533,7 +526,6 @@ impl Connection {
 
     /// Frees what only an open connection needs.
     fn release_tracking(&mut self) {
-        self.released = true;
         self.gaps = Vec::new();
         for dir in &mut self.dirs {
             dir.in_flight = VecDeque::new();
@@ -582,7 +574,6 @@ struct AckOutcome {
     newest_time: Option<Nanos>,
     newest_small: bool,
     newest_began_message: bool,
-    newest_packet: Option<u64>,
 }
 
 fn ordered(a: SocketAddr, b: SocketAddr) -> (SocketAddr, SocketAddr) {

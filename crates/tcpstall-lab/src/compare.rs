@@ -78,21 +78,11 @@ impl Confusion {
     }
 
     pub fn precision(&self) -> f64 {
-        let found = self.true_positives + self.false_positives;
-        if found == 0 {
-            1.0
-        } else {
-            self.true_positives as f64 / found as f64
-        }
+        tcpstall_sim::accuracy::precision(self.true_positives, self.false_positives)
     }
 
     pub fn recall(&self) -> f64 {
-        let real = self.true_positives + self.false_negatives;
-        if real == 0 {
-            1.0
-        } else {
-            self.true_positives as f64 / real as f64
-        }
+        tcpstall_sim::accuracy::recall(self.true_positives, self.false_negatives)
     }
 
     /// The fraction of transactions where both said the same.

@@ -38,21 +38,31 @@ impl Accuracy {
     }
 
     pub fn precision(&self) -> f64 {
-        let found = self.true_positives + self.false_positives;
-        if found == 0 {
-            1.0
-        } else {
-            self.true_positives as f64 / found as f64
-        }
+        precision(self.true_positives, self.false_positives)
     }
 
     pub fn recall(&self) -> f64 {
-        let real = self.true_positives + self.false_negatives;
-        if real == 0 {
-            1.0
-        } else {
-            self.true_positives as f64 / real as f64
-        }
+        recall(self.true_positives, self.false_negatives)
+    }
+}
+
+/// The share of what was reported that was real (1 when nothing was reported).
+pub fn precision(true_positives: usize, false_positives: usize) -> f64 {
+    let found = true_positives + false_positives;
+    if found == 0 {
+        1.0
+    } else {
+        true_positives as f64 / found as f64
+    }
+}
+
+/// The share of what was real that was reported (1 when nothing was real).
+pub fn recall(true_positives: usize, false_negatives: usize) -> f64 {
+    let real = true_positives + false_negatives;
+    if real == 0 {
+        1.0
+    } else {
+        true_positives as f64 / real as f64
     }
 }
 

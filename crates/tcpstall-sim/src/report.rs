@@ -18,19 +18,7 @@ fn ms(seconds: f64) -> f64 {
 /// A one-line description of the scenario.
 pub fn describe(scenario: &Scenario) -> String {
     let options = |o: &crate::scenario::SocketOptions| {
-        let mut set = Vec::new();
-        if o.nodelay {
-            set.push("TCP_NODELAY");
-        }
-        if o.cork {
-            set.push("TCP_CORK");
-        }
-        if o.msg_more {
-            set.push("MSG_MORE");
-        }
-        if o.quickack {
-            set.push("TCP_QUICKACK");
-        }
+        let set = o.names();
         if set.is_empty() {
             String::new()
         } else {

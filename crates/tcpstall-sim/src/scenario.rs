@@ -34,6 +34,21 @@ pub struct SocketOptions {
     pub quickack: bool,
 }
 
+impl SocketOptions {
+    /// The options set, by their socket-API names.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            (self.nodelay, "TCP_NODELAY"),
+            (self.cork, "TCP_CORK"),
+            (self.msg_more, "MSG_MORE"),
+            (self.quickack, "TCP_QUICKACK"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect()
+    }
+}
+
 /// One side of the connection.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
