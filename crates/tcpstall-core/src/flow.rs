@@ -213,7 +213,7 @@ impl Connection {
     }
 
     fn observe(&mut self, segment: &Segment, packet: u64, config: &DetectConfig) {
-        let x = self.side_of(&segment.src);
+        let x = sender_side(segment);
         let y = 1 - x;
         let t = segment.time;
 
@@ -580,7 +580,38 @@ fn ordered(a: SocketAddr, b: SocketAddr) -> (SocketAddr, SocketAddr) {
     if a <= b { (a, b) } else { (b, a) }
 }
 
-type FlowKey = (SocketAddr, SocketAddr);
+/// The side of a connection that sends `segment`: 0 for the lower endpoint.
+fn sender_side(segment: &Segment) -> usize {
+    usize::from(segment.src > segment.dst)
+}
+
+/// A connection's two endpoints, lower first, packed so that hashing and comparing
+/// them is a few machine words, never a walk through two address enums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FlowKey {
+    /// Each address as 128 bits; IPv4 in the low 32, told apart by `families`.
+    addresses: [u128; 2],
+    ports: [u16; 2],
+    /// Bit 0 and bit 1: endpoint 0 and endpoint 1 are IPv6.
+    families: u8,
+}
+
+impl FlowKey {
+    fn of(a: SocketAddr, b: SocketAddr) -> FlowKey {
+        let (lower, upper) = ordered(a, b);
+        let bits = |addr: &SocketAddr| match addr.ip() {
+            std::net::IpAddr::V4(ip) => (u128::from(u32::from(ip)), 0u8),
+            std::net::IpAddr::V6(ip) => (u128::from(ip), 1u8),
+        };
+        let (lower_bits, lower_v6) = bits(&lower);
+        let (upper_bits, upper_v6) = bits(&upper);
+        FlowKey {
+            addresses: [lower_bits, upper_bits],
+            ports: [lower.port(), upper.port()],
+            families: lower_v6 | (upper_v6 << 1),
+        }
+    }
+}
 
 /// Connections tracked at once. Beyond this the least recently active quarter is
 /// ended as idle: memory follows open connections, never the capture's size.
@@ -638,7 +669,7 @@ impl FlowTable {
     /// Feeds one segment; `packet` is its number in the capture (for evidence).
     pub fn observe(&mut self, segment: &Segment, packet: u64) {
         self.now = self.now.max(segment.time);
-        let key = ordered(segment.src, segment.dst);
+        let key = FlowKey::of(segment.src, segment.dst);
         let opening = segment.flags.syn() && !segment.flags.ack();
         let mut slot = self.index.get(&key).copied();
         if let Some(i) = slot
@@ -704,7 +735,7 @@ impl FlowTable {
             return;
         };
         self.free_slots.push(i);
-        let key = ordered(connection.endpoints[0], connection.endpoints[1]);
+        let key = FlowKey::of(connection.endpoints[0], connection.endpoints[1]);
         self.index.remove(&key);
         if closed {
             self.closed_recently.insert(key, connection.last_time);
@@ -786,7 +817,7 @@ impl Connection {
         if self.is_finished() {
             return true;
         }
-        let side = self.side_of(&segment.src);
+        let side = sender_side(segment);
         let dir = &self.dirs[side];
         dir.syn_seen && dir.data_segments > 0
     }

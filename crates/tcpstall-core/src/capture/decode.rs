@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use etherparse::err::packet::SliceError;
 use etherparse::err::{Layer, ip::LaxHeaderSliceError};
-use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TcpOptionElement, TransportSlice};
+use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
 
 use crate::capture::Packet;
 use crate::segment::{Segment, TcpFlags, TcpOptions};
@@ -213,7 +213,7 @@ fn segment_from_sliced(
     };
     let header_len = tcp.header_slice().len();
     let payload_len = ip_payload_declared.saturating_sub(header_len) as u32;
-    let options = tcp_options(tcp.options_iterator());
+    let options = tcp_options(tcp.options());
     Ok(Segment {
         time: packet.time,
         src: SocketAddr::new(src_ip, tcp.source_port()),
@@ -242,24 +242,102 @@ fn is_ip_ether_type(sliced: &LaxSlicedPacket<'_>) -> bool {
     )
 }
 
-/// The TCP options this project reads (RFC 9293, RFC 7323, RFC 2018); a malformed option
-/// ends the list, as a receiving stack would stop there.
-pub(crate) fn tcp_options(elements: etherparse::TcpOptionsIterator<'_>) -> TcpOptions {
+/// TCP option kinds this project reads (RFC 9293 3.2, RFC 7323, RFC 2018).
+mod option {
+    pub const END: u8 = 0;
+    pub const NOP: u8 = 1;
+    pub const MSS: u8 = 2;
+    pub const WINDOW_SCALE: u8 = 3;
+    pub const SACK_PERMITTED: u8 = 4;
+    pub const SACK: u8 = 5;
+    pub const TIMESTAMPS: u8 = 8;
+}
+
+/// The TCP options this project reads, from the option bytes of a TCP header (RFC 9293
+/// 3.2, RFC 7323, RFC 2018). Unknown kinds are skipped by their length; an option whose
+/// length cannot be right ends the list, as a receiving stack would stop there.
+pub(crate) fn tcp_options(mut bytes: &[u8]) -> TcpOptions {
     let mut options = TcpOptions::default();
-    for option in elements {
-        match option {
-            Ok(TcpOptionElement::MaximumSegmentSize(mss)) => options.mss = Some(mss),
-            Ok(TcpOptionElement::WindowScale(shift)) => options.window_scale = Some(shift),
-            Ok(TcpOptionElement::SelectiveAcknowledgementPermitted) => {
-                options.sack_permitted = true
+    while let [kind, rest @ ..] = bytes {
+        match *kind {
+            option::END => break,
+            option::NOP => {
+                bytes = rest;
+                continue;
             }
-            Ok(TcpOptionElement::SelectiveAcknowledgement(_, rest)) => {
-                options.sack_blocks = 1 + rest.iter().filter(|b| b.is_some()).count() as u8;
-            }
-            Ok(TcpOptionElement::Timestamp(val, ecr)) => options.timestamps = Some((val, ecr)),
-            Ok(TcpOptionElement::Noop) => {}
-            Err(_) => break,
+            _ => {}
         }
+        let Some(&len) = rest.first() else { break };
+        let len = usize::from(len);
+        let Some(body) = bytes.get(2..len.max(2)).filter(|_| len >= 2) else {
+            break;
+        };
+        match (*kind, body) {
+            (option::MSS, &[hi, lo]) => options.mss = Some(u16::from_be_bytes([hi, lo])),
+            (option::WINDOW_SCALE, &[shift]) => options.window_scale = Some(shift),
+            (option::SACK_PERMITTED, []) => options.sack_permitted = true,
+            (option::SACK, blocks)
+                if !blocks.is_empty() && blocks.len() % 8 == 0 && blocks.len() <= 32 =>
+            {
+                options.sack_blocks = (blocks.len() / 8) as u8;
+            }
+            (option::TIMESTAMPS, &[a, b, c, d, e, f, g, h]) => {
+                options.timestamps = Some((
+                    u32::from_be_bytes([a, b, c, d]),
+                    u32::from_be_bytes([e, f, g, h]),
+                ));
+            }
+            (
+                option::MSS
+                | option::WINDOW_SCALE
+                | option::SACK_PERMITTED
+                | option::SACK
+                | option::TIMESTAMPS,
+                _,
+            ) => break,
+            _ => {}
+        }
+        bytes = &bytes[len..];
     }
     options
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_a_syn_s_options_and_a_data_segment_s_timestamps() {
+        // MSS 1460, SACK permitted, timestamps, NOP, window scale 7: Linux's SYN.
+        let syn = [
+            2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+        ];
+        let options = tcp_options(&syn);
+        assert_eq!(options.mss, Some(1460));
+        assert!(options.sack_permitted);
+        assert_eq!(options.timestamps, Some((1, 0)));
+        assert_eq!(options.window_scale, Some(7));
+        let data = [1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 8];
+        assert_eq!(tcp_options(&data).timestamps, Some((9, 8)));
+    }
+
+    #[test]
+    fn counts_sack_blocks_and_skips_unknown_kinds_by_their_length() {
+        // An unknown 4-byte option (kind 30, as MPTCP), then SACK with two blocks.
+        let mut bytes = vec![30, 4, 0xaa, 0xbb, 1, 1, 5, 18];
+        bytes.extend_from_slice(&[0; 16]);
+        let options = tcp_options(&bytes);
+        assert_eq!(options.sack_blocks, 2);
+    }
+
+    #[test]
+    fn a_malformed_option_ends_the_list() {
+        // A length of 1, a known kind with the wrong length, a length past the end.
+        assert_eq!(tcp_options(&[30, 1, 8, 10]), TcpOptions::default());
+        assert_eq!(tcp_options(&[2, 3, 5, 1, 3, 3, 7]), TcpOptions::default());
+        assert_eq!(tcp_options(&[3, 3, 7, 8, 10, 0]).window_scale, Some(7));
+        assert_eq!(tcp_options(&[3, 3, 7, 8, 10, 0]).timestamps, None);
+        // Nothing after the end-of-list option is read.
+        assert_eq!(tcp_options(&[0, 3, 3, 7]).window_scale, None);
+    }
 }

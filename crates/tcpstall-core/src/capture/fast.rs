@@ -42,7 +42,7 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
     } else {
         total_len.checked_sub(ip_header_len + tcp_header_len)?
     };
-    let options = crate::capture::decode::tcp_options(tcp.options_iterator());
+    let options = crate::capture::decode::tcp_options(tcp.options());
     let raw = tcp.slice();
     Some(Ok(Segment {
         time: packet.time,

@@ -230,7 +230,7 @@ impl CaptureReader {
                 }
             };
             match self.format {
-                CaptureFormat::Pcap => self.pcap_record(&mut on_packet)?,
+                CaptureFormat::Pcap => self.pcap_record(len, &mut on_packet)?,
                 CaptureFormat::PcapNg => self.pcapng_block(len, &mut on_packet)?,
             }
             self.inner.consume(len);
@@ -360,21 +360,19 @@ impl CaptureReader {
         }
     }
 
-    /// One classic pcap record, whole in the buffer.
-    fn pcap_record(&mut self, on_packet: &mut impl FnMut(&Packet<'_>)) -> Result<(), CaptureError> {
+    /// One classic pcap record, whole in the buffer (`len` bytes, framed and checked by
+    /// [`Self::frame_len`]): seconds, fraction, captured length, original length, data.
+    fn pcap_record(
+        &mut self,
+        len: usize,
+        on_packet: &mut impl FnMut(&Packet<'_>),
+    ) -> Result<(), CaptureError> {
         let iface = self.interfaces[0];
-        let record = match self.inner.next() {
-            Ok((_, PcapBlockOwned::Legacy(record))) => record,
-            _ => {
-                return Err(CaptureError::Corrupt {
-                    packet: self.notes.packets + 1,
-                    offset: self.notes.bytes_read,
-                    detail: "the pcap record here cannot be parsed".into(),
-                });
-            }
-        };
-        let time = i128::from(record.ts_sec) * i128::from(NANOS_PER_SEC)
-            + i128::from(record.ts_usec) * i128::from(NANOS_PER_SEC / iface.units_per_sec as i64);
+        let record = &self.inner.data()[..len];
+        let seconds = read_u32(&record[0..4], self.pcap_big_endian);
+        let fraction = read_u32(&record[4..8], self.pcap_big_endian);
+        let time = i128::from(seconds) * i128::from(NANOS_PER_SEC)
+            + i128::from(fraction) * i128::from(NANOS_PER_SEC / iface.units_per_sec as i64);
         let time = clamp_time(time, &mut self.notes.packets_time_out_of_range);
         self.notes.packets += 1;
         self.last_time = time;
@@ -382,7 +380,7 @@ impl CaptureReader {
             number: self.notes.packets,
             time,
             link_type: iface.link_type,
-            data: record.data,
+            data: &record[self.pcap_record_header..],
         });
         Ok(())
     }
