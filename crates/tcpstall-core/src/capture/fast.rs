@@ -2,9 +2,7 @@
 //! IP link) carrying IPv4 carrying a complete TCP header. Anything else, or anything
 //! unusual about these headers, is left to the general decoder.
 
-use std::net::{IpAddr, SocketAddr};
-
-use etherparse::{IpNumber, Ipv4HeaderSlice, TcpHeaderSlice};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use crate::capture::{Packet, SkipReason};
 use crate::segment::{Segment, TcpFlags};
@@ -14,6 +12,7 @@ const ETHERNET_HEADER: usize = 14;
 
 /// `Some` when the packet took the fast path (a segment, or a sure reason to skip it);
 /// `None` to let the general decoder look.
+#[inline]
 pub(crate) fn decode_ethernet_ipv4(packet: &Packet<'_>) -> Option<Result<Segment, SkipReason>> {
     let data = packet.data;
     if data.len() < ETHERNET_HEADER || data[12..14] != ETHERTYPE_IPV4 {
@@ -23,18 +22,49 @@ pub(crate) fn decode_ethernet_ipv4(packet: &Packet<'_>) -> Option<Result<Segment
 }
 
 /// IPv4 carrying TCP, starting at `ip`.
+#[inline]
 pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segment, SkipReason>> {
-    let header = Ipv4HeaderSlice::from_slice(ip).ok()?;
-    if header.is_fragmenting_payload() {
+    // RFC 791 3.1: version and header length, total length, flags and fragment offset,
+    // protocol, source and destination addresses.
+    let &[
+        version_ihl,
+        _,
+        len_hi,
+        len_lo,
+        _,
+        _,
+        frag_hi,
+        frag_lo,
+        _,
+        protocol,
+        _,
+        _,
+        ..,
+    ] = ip
+    else {
+        return None;
+    };
+    let ip_header_len = usize::from(version_ihl & 0x0f) * 4;
+    if version_ihl >> 4 != 4 || ip_header_len < 20 || ip.len() < ip_header_len {
+        return None;
+    }
+    // More fragments, or an offset: a piece of a datagram (the top bit is reserved, the
+    // next is Don't Fragment).
+    if u16::from_be_bytes([frag_hi, frag_lo]) & 0x3fff != 0 {
         return Some(Err(SkipReason::IpFragment));
     }
-    if header.protocol() != IpNumber::TCP {
+    if protocol != IPPROTO_TCP {
         return Some(Err(SkipReason::NotTcp));
     }
-    let ip_header_len = usize::from(header.ihl()) * 4;
-    let total_len = usize::from(header.total_len());
-    let tcp = TcpHeaderSlice::from_slice(ip.get(ip_header_len..)?).ok()?;
-    let tcp_header_len = usize::from(tcp.data_offset()) * 4;
+    let total_len = usize::from(u16::from_be_bytes([len_hi, len_lo]));
+    let source = Ipv4Addr::from_bits(be_u32(&ip[12..16]));
+    let destination = Ipv4Addr::from_bits(be_u32(&ip[16..20]));
+    // RFC 9293 3.1: ports, sequence and acknowledgment numbers, data offset, flags, window.
+    let tcp = &ip[ip_header_len..];
+    let tcp_header_len = usize::from(*tcp.get(12)? >> 4) * 4;
+    if tcp_header_len < 20 || tcp.len() < tcp_header_len {
+        return None;
+    }
     // A total length of 0 is what TSO-offloaded packets carry in captures; a total
     // length shorter than the headers is malformed: the general decoder says which.
     let payload_len = if total_len == 0 {
@@ -42,20 +72,25 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
     } else {
         total_len.checked_sub(ip_header_len + tcp_header_len)?
     };
-    let options = crate::capture::decode::tcp_options(tcp.options());
-    let raw = tcp.slice();
     Some(Ok(Segment {
         time: packet.time,
-        src: SocketAddr::new(IpAddr::V4(header.source_addr()), tcp.source_port()),
-        dst: SocketAddr::new(
-            IpAddr::V4(header.destination_addr()),
-            tcp.destination_port(),
-        ),
-        seq: tcp.sequence_number(),
-        ack: tcp.acknowledgment_number(),
-        flags: TcpFlags(raw[13] & 0x1f),
-        window: tcp.window_size(),
+        src: SocketAddr::V4(SocketAddrV4::new(source, be_u16(&tcp[0..2]))),
+        dst: SocketAddr::V4(SocketAddrV4::new(destination, be_u16(&tcp[2..4]))),
+        seq: be_u32(&tcp[4..8]),
+        ack: be_u32(&tcp[8..12]),
+        flags: TcpFlags(tcp[13] & 0x1f),
+        window: be_u16(&tcp[14..16]),
         payload_len: payload_len as u32,
-        options,
+        options: crate::capture::decode::tcp_options(&tcp[20..tcp_header_len]),
     }))
+}
+
+const IPPROTO_TCP: u8 = 6;
+
+fn be_u16(bytes: &[u8]) -> u16 {
+    u16::from_be_bytes([bytes[0], bytes[1]])
+}
+
+fn be_u32(bytes: &[u8]) -> u32 {
+    u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
 }

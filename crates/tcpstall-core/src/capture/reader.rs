@@ -233,7 +233,9 @@ impl CaptureReader {
                 CaptureFormat::Pcap => self.pcap_record(len, &mut on_packet)?,
                 CaptureFormat::PcapNg => self.pcapng_block(len, &mut on_packet)?,
             }
-            self.inner.consume(len);
+            // No shifting of the rest of the buffer here: a refill shifts what is left, and
+            // by then that is less than one record.
+            self.inner.consume_noshift(len);
             self.notes.bytes_read += len as u64;
         }
         Ok(self.notes)
@@ -371,9 +373,11 @@ impl CaptureReader {
         let record = &self.inner.data()[..len];
         let seconds = read_u32(&record[0..4], self.pcap_big_endian);
         let fraction = read_u32(&record[4..8], self.pcap_big_endian);
-        let time = i128::from(seconds) * i128::from(NANOS_PER_SEC)
-            + i128::from(fraction) * i128::from(NANOS_PER_SEC / iface.units_per_sec as i64);
-        let time = clamp_time(time, &mut self.notes.packets_time_out_of_range);
+        // Both products fit 64 bits: seconds below 2^32 times 10^9, a fraction below 2^32
+        // times at most 10^3.
+        let nanos = u64::from(seconds) * NANOS_PER_SEC as u64
+            + u64::from(fraction) * (NANOS_PER_SEC as u64 / iface.units_per_sec);
+        let time = clamp_time(i128::from(nanos), &mut self.notes.packets_time_out_of_range);
         self.notes.packets += 1;
         self.last_time = time;
         on_packet(&Packet {
