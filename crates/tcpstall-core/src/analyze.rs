@@ -9,7 +9,7 @@ use crate::capture::{
 };
 use crate::detect::DetectConfig;
 use crate::diagnosis::{ConnectionDiagnosis, diagnose};
-use crate::flow::FlowTable;
+use crate::flow::{FlowTable, bucket_of};
 use crate::segment::{Nanos, Segment};
 
 /// Which connections to keep: those with an endpoint matching a host (when any is given)
@@ -26,6 +26,9 @@ impl Filter {
     }
 
     pub fn matches(&self, segment: &Segment) -> bool {
+        if self.is_empty() {
+            return true;
+        }
         let host_ok = self.hosts.is_empty()
             || self.hosts.contains(&segment.src.ip())
             || self.hosts.contains(&segment.dst.ip());
@@ -129,6 +132,19 @@ pub struct UnlistedTotals {
 }
 
 impl UnlistedTotals {
+    fn merge(&mut self, other: &UnlistedTotals) {
+        self.connections += other.connections;
+        self.connections_with_stalls += other.connections_with_stalls;
+        self.stalls += other.stalls;
+        self.time_lost += other.time_lost;
+        self.packets += other.packets;
+        self.bytes += other.bytes;
+        for (total, (count, duration)) in self.gaps_by_class.iter_mut().zip(other.gaps_by_class) {
+            total.0 += count;
+            total.1 += duration;
+        }
+    }
+
     fn add(&mut self, d: &ConnectionDiagnosis) {
         self.connections += 1;
         self.connections_with_stalls += u64::from(d.stall_count > 0);
@@ -143,12 +159,14 @@ impl UnlistedTotals {
     }
 }
 
-/// Most severe first: time lost to stalls, then gaps, then the earliest.
+/// Most severe first: time lost to stalls, then gaps, then the earliest; a total order,
+/// so the report does not depend on which tracking thread saw which connection.
 fn severity_order(a: &ConnectionDiagnosis, b: &ConnectionDiagnosis) -> std::cmp::Ordering {
     b.time_lost
         .cmp(&a.time_lost)
         .then_with(|| b.gap_count().cmp(&a.gap_count()))
         .then_with(|| a.first_time.cmp(&b.first_time))
+        .then_with(|| a.first_packet.cmp(&b.first_packet))
 }
 
 /// Gaps listed one by one over all listed connections (232 bytes each); beyond this the
@@ -156,33 +174,47 @@ fn severity_order(a: &ConnectionDiagnosis, b: &ConnectionDiagnosis) -> std::cmp:
 pub const MAX_LISTED_GAPS: usize = 200_000;
 
 /// Diagnoses connections as they end and keeps the most severe.
-#[derive(Default)]
 struct Collector {
     diagnoses: Vec<ConnectionDiagnosis>,
     listed_gaps: usize,
+    /// Gaps this collector lists one by one at most: its share of [`MAX_LISTED_GAPS`].
+    gap_budget: usize,
     unlisted: UnlistedTotals,
     duplicates: u64,
 }
 
 impl Collector {
+    /// A collector for `buckets` of the [`BUCKETS`] of connections. Each keeps the
+    /// [`MAX_LISTED_CONNECTIONS`] most severe of its own, so that the most severe of all
+    /// are among them whichever way the connections fell.
+    fn new(buckets: usize) -> Collector {
+        Collector {
+            diagnoses: Vec::new(),
+            listed_gaps: 0,
+            gap_budget: MAX_LISTED_GAPS * buckets / BUCKETS,
+            unlisted: UnlistedTotals::default(),
+            duplicates: 0,
+        }
+    }
+
     fn take(&mut self, connection: crate::flow::Connection) {
         self.duplicates += connection.duplicates;
         let diagnosis = diagnose(connection);
         self.listed_gaps += diagnosis.events.len();
         self.diagnoses.push(diagnosis);
-        if self.diagnoses.len() >= 2 * MAX_LISTED_CONNECTIONS {
+        if self.diagnoses.len() >= MAX_LISTED_CONNECTIONS + MAX_LISTED_CONNECTIONS / 4 {
             self.keep_most_severe();
         }
-        if self.listed_gaps > MAX_LISTED_GAPS {
+        if self.listed_gaps > self.gap_budget {
             self.unlist_gaps_of_least_severe();
         }
     }
 
     /// Keeps the gap listings of the most severe connections within three quarters of
-    /// [`MAX_LISTED_GAPS`]; the others keep their gaps as counts.
+    /// the gap budget; the others keep their gaps as counts.
     fn unlist_gaps_of_least_severe(&mut self) {
         self.diagnoses.sort_unstable_by(severity_order);
-        let keep = MAX_LISTED_GAPS * 3 / 4;
+        let keep = self.gap_budget * 3 / 4;
         let mut listed = 0;
         for d in &mut self.diagnoses {
             if listed + d.events.len() <= keep {
@@ -196,6 +228,18 @@ impl Collector {
             }
         }
         self.listed_gaps = listed;
+    }
+
+    /// Takes in what another collector gathered.
+    fn merge(&mut self, other: Collector) {
+        self.diagnoses.extend(other.diagnoses);
+        self.listed_gaps += other.listed_gaps;
+        self.unlisted.merge(&other.unlisted);
+        self.duplicates += other.duplicates;
+        self.keep_most_severe();
+        if self.listed_gaps > self.gap_budget {
+            self.unlist_gaps_of_least_severe();
+        }
     }
 
     /// Keeps the [`MAX_LISTED_CONNECTIONS`] most severe, totalling the others.
@@ -214,27 +258,88 @@ impl Collector {
 
 /// Segments handed from the reading thread to the tracking thread at a time.
 const BATCH_SEGMENTS: usize = 4096;
-/// Batches waiting between the two threads: bounds the memory between them.
+/// Batches waiting for the tracking thread: bounds the memory between the two.
 const BATCHES_IN_FLIGHT: usize = 8;
+/// Connections fall into this many buckets by a hash of their endpoints...
+const BUCKETS: usize = 32;
+/// ...and the reading thread tracks the connections of this many itself, the tracking
+/// thread those of the others. Reading and decoding a packet costs about a third as much
+/// as tracking it, and this share keeps both threads about equally busy (measured: each
+/// waits for the other under a tenth of the run). A fixed split, not one measured at run
+/// time, so that the report (which connections are ended early when too many are open)
+/// never depends on the machine.
+const READER_BUCKETS: usize = 7;
 
-/// The tracking stage: every segment into the flow table, ended connections diagnosed.
-fn track(
-    received: mpsc::Receiver<Vec<(Segment, u64)>>,
-    detect: DetectConfig,
-) -> (FlowTable, Collector) {
-    let mut flows = FlowTable::new(detect);
-    let mut collector = Collector::default();
-    for batch in received {
-        for (segment, packet) in &batch {
-            flows.observe(segment, *packet);
-            if flows.has_ended() {
-                for connection in flows.take_ended() {
-                    collector.take(connection);
-                }
+type Batch = Vec<(Segment, u64)>;
+
+/// A flow table with the diagnoses of its ended connections.
+struct Tracker {
+    flows: FlowTable,
+    collector: Collector,
+}
+
+impl Tracker {
+    /// A tracker for a share of the connections: `buckets` of [`BUCKETS`].
+    fn new(detect: DetectConfig, buckets: usize) -> Tracker {
+        let limit = crate::flow::MAX_OPEN_CONNECTIONS * buckets / BUCKETS;
+        Tracker {
+            flows: FlowTable::with_limit(detect, limit),
+            collector: Collector::new(buckets),
+        }
+    }
+
+    fn observe(&mut self, segment: &Segment, packet: u64) {
+        self.flows.observe(segment, packet);
+        if self.flows.has_ended() {
+            for connection in self.flows.take_ended() {
+                self.collector.take(connection);
             }
         }
     }
-    (flows, collector)
+
+    /// The end of the stream: every connection still open ends and is diagnosed.
+    fn finish(self) -> Finished {
+        let Tracker {
+            flows,
+            mut collector,
+        } = self;
+        let late_segments = flows.late_segments;
+        let ended_idle = flows.ended_idle;
+        for connection in flows.into_connections() {
+            collector.take(connection);
+        }
+        Finished {
+            collector,
+            late_segments,
+            ended_idle,
+        }
+    }
+}
+
+/// What a tracker found, all its connections ended.
+struct Finished {
+    collector: Collector,
+    late_segments: u64,
+    ended_idle: u64,
+}
+
+/// The tracking thread: its share of the segments, batch by batch. Emptied batches go
+/// back to the reading thread to be refilled.
+fn track(
+    received: mpsc::Receiver<Batch>,
+    emptied: mpsc::SyncSender<Batch>,
+    detect: DetectConfig,
+) -> Finished {
+    let mut tracker = Tracker::new(detect, BUCKETS - READER_BUCKETS);
+    for mut batch in received {
+        for (segment, packet) in &batch {
+            tracker.observe(segment, *packet);
+        }
+        batch.clear();
+        // The reader may have finished and gone; then the batch is simply dropped.
+        let _ = emptied.try_send(batch);
+    }
+    tracker.finish()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -258,11 +363,13 @@ pub fn analyze<R: Read + Send + 'static>(
         source: source.to_string(),
         ..InputSummary::default()
     };
-    // Two stages on two threads: this one reads and decodes, the other tracks
-    // connections; segments pass between them in batches.
-    let (batches, received) = mpsc::sync_channel::<Vec<(Segment, u64)>>(BATCHES_IN_FLIGHT);
-    let (read, tracked) = std::thread::scope(|scope| {
-        let tracker = scope.spawn(move || track(received, options.detect));
+    // Two threads: this one reads, decodes and tracks a share of the connections; the
+    // other tracks the rest, its segments passed over in batches.
+    let (emptied, recycled) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT + 2);
+    let (batches, received) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
+    let mut local = Tracker::new(options.detect, READER_BUCKETS);
+    let (read, local, tracked) = std::thread::scope(|scope| {
+        let remote = scope.spawn(move || track(received, emptied, options.detect));
         let mut batch = Vec::with_capacity(BATCH_SEGMENTS);
         let read = reader.for_each_packet(|packet| {
             summary.first_time = Some(
@@ -278,17 +385,19 @@ pub fn analyze<R: Read + Send + 'static>(
             match decode_packet(packet) {
                 Ok(segment) => {
                     summary.tcp_segments += 1;
-                    if options.filter.matches(&segment) {
+                    if !options.filter.matches(&segment) {
+                        summary.filtered_out += 1;
+                    } else if bucket_of(&segment, BUCKETS) < READER_BUCKETS {
+                        local.observe(&segment, packet.number);
+                    } else {
                         batch.push((segment, packet.number));
                         if batch.len() == BATCH_SEGMENTS {
+                            let next = recycled
+                                .try_recv()
+                                .unwrap_or_else(|_| Vec::with_capacity(BATCH_SEGMENTS));
                             // The tracker only stops early if it failed; its join says so.
-                            let _ = batches.send(std::mem::replace(
-                                &mut batch,
-                                Vec::with_capacity(BATCH_SEGMENTS),
-                            ));
+                            let _ = batches.send(std::mem::replace(&mut batch, next));
                         }
-                    } else {
-                        summary.filtered_out += 1;
                     }
                 }
                 Err(reason) => summary.skipped.add(reason),
@@ -298,10 +407,12 @@ pub fn analyze<R: Read + Send + 'static>(
             let _ = batches.send(batch);
         }
         drop(batches);
-        (read, tracker.join())
+        // Both trackers end their open connections at once, each on its own thread.
+        let local = local.finish();
+        (read, local, remote.join())
     });
     let notes = read?;
-    let Ok((flows, mut collector)) = tracked else {
+    let Ok(remote) = tracked else {
         return Err(AnalyzeError::Internal(
             "the connection tracker stopped".into(),
         ));
@@ -331,10 +442,11 @@ pub fn analyze<R: Read + Send + 'static>(
     if summary.tcp_segments == 0 {
         return Err(AnalyzeError::NoTcp(describe_no_tcp(&summary)));
     }
-    summary.late_segments = flows.late_segments;
-    summary.connections_ended_idle = flows.ended_idle;
-    for connection in flows.into_connections() {
-        collector.take(connection);
+    let mut collector = Collector::new(BUCKETS);
+    for finished in [local, remote] {
+        summary.late_segments += finished.late_segments;
+        summary.connections_ended_idle += finished.ended_idle;
+        collector.merge(finished.collector);
     }
     summary.duplicates = collector.duplicates;
     collector.keep_most_severe();

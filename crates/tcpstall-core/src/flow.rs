@@ -105,6 +105,7 @@ impl Direction {
 pub struct Connection {
     /// The two endpoints; side 0 and side 1.
     pub endpoints: [SocketAddr; 2],
+    key: FlowKey,
     /// The side that sent the SYN, if the handshake was captured.
     pub syn_sender: Option<usize>,
     pub first_time: Nanos,
@@ -129,10 +130,13 @@ pub struct Connection {
 }
 
 impl Connection {
-    fn new(segment: &Segment, packet: u64) -> Connection {
-        let (a, b) = ordered(segment.src, segment.dst);
+    /// A connection opened by `segment`, sent by side `x`.
+    fn new(segment: &Segment, key: FlowKey, x: usize, packet: u64) -> Connection {
+        let mut endpoints = [segment.src, segment.dst];
+        endpoints.swap(0, x);
         Connection {
-            endpoints: [a, b],
+            endpoints,
+            key,
             syn_sender: None,
             first_time: segment.time,
             last_time: segment.time,
@@ -212,8 +216,8 @@ impl Connection {
         }
     }
 
-    fn observe(&mut self, segment: &Segment, packet: u64, config: &DetectConfig) {
-        let x = sender_side(segment);
+    /// Feeds `segment`, sent by side `x`.
+    fn observe(&mut self, segment: &Segment, x: usize, packet: u64, config: &DetectConfig) {
         let y = 1 - x;
         let t = segment.time;
 
@@ -576,41 +580,89 @@ struct AckOutcome {
     newest_began_message: bool,
 }
 
-fn ordered(a: SocketAddr, b: SocketAddr) -> (SocketAddr, SocketAddr) {
-    if a <= b { (a, b) } else { (b, a) }
-}
+/// A connection's two endpoints, lower first, packed into machine words so that
+/// hashing and comparing them is cheap: IPv4 takes the first two words (address and port
+/// in each), IPv6 all five, the last marking it IPv6 and holding the ports.
+#[derive(Clone, Copy, Debug, Eq)]
+struct FlowKey([u64; 5]);
 
-/// The side of a connection that sends `segment`: 0 for the lower endpoint.
-fn sender_side(segment: &Segment) -> usize {
-    usize::from(segment.src > segment.dst)
-}
-
-/// A connection's two endpoints, lower first, packed so that hashing and comparing
-/// them is a few machine words, never a walk through two address enums.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct FlowKey {
-    /// Each address as 128 bits; IPv4 in the low 32, told apart by `families`.
-    addresses: [u128; 2],
-    ports: [u16; 2],
-    /// Bit 0 and bit 1: endpoint 0 and endpoint 1 are IPv6.
-    families: u8,
-}
-
-impl FlowKey {
-    fn of(a: SocketAddr, b: SocketAddr) -> FlowKey {
-        let (lower, upper) = ordered(a, b);
-        let bits = |addr: &SocketAddr| match addr.ip() {
-            std::net::IpAddr::V4(ip) => (u128::from(u32::from(ip)), 0u8),
-            std::net::IpAddr::V6(ip) => (u128::from(ip), 1u8),
-        };
-        let (lower_bits, lower_v6) = bits(&lower);
-        let (upper_bits, upper_v6) = bits(&upper);
-        FlowKey {
-            addresses: [lower_bits, upper_bits],
-            ports: [lower.port(), upper.port()],
-            families: lower_v6 | (upper_v6 << 1),
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for word in self.0 {
+            state.write_u64(word);
         }
     }
+}
+
+impl PartialEq for FlowKey {
+    fn eq(&self, other: &FlowKey) -> bool {
+        // Word by word, with no early exit: cheaper than a call to compare bytes.
+        self.0
+            .iter()
+            .zip(&other.0)
+            .fold(0, |differ, (a, b)| differ | (a ^ b))
+            == 0
+    }
+}
+
+/// Marks a [`FlowKey`] as holding IPv6 (or mixed) endpoints.
+const V6_KEY: u64 = 1 << 63;
+
+impl FlowKey {
+    /// The key of the connection `segment` belongs to, and the side that sent it: 0 for
+    /// the lower endpoint in the order of [`SocketAddr`] (IPv4 first, then address, then
+    /// port), whose IPv6 flow label and scope are always zero here.
+    fn of(segment: &Segment) -> (FlowKey, usize) {
+        if let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (&segment.src, &segment.dst) {
+            let word = |a: &std::net::SocketAddrV4| {
+                u64::from(a.ip().to_bits()) << 16 | u64::from(a.port())
+            };
+            let (src, dst) = (word(src), word(dst));
+            return if src <= dst {
+                (FlowKey([src, dst, 0, 0, 0]), 0)
+            } else {
+                (FlowKey([dst, src, 0, 0, 0]), 1)
+            };
+        }
+        let side = usize::from(segment.src > segment.dst);
+        let (lower, upper) = if side == 0 {
+            (segment.src, segment.dst)
+        } else {
+            (segment.dst, segment.src)
+        };
+        let bits = |addr: &SocketAddr| match addr.ip() {
+            std::net::IpAddr::V4(ip) => (u128::from(ip.to_bits()), 0),
+            std::net::IpAddr::V6(ip) => (ip.to_bits(), 1),
+        };
+        let ((a, a_v6), (b, b_v6)) = (bits(&lower), bits(&upper));
+        let tail = V6_KEY
+            | a_v6 << 33
+            | b_v6 << 32
+            | u64::from(lower.port()) << 16
+            | u64::from(upper.port());
+        (
+            FlowKey([(a >> 64) as u64, a as u64, (b >> 64) as u64, b as u64, tail]),
+            side,
+        )
+    }
+}
+
+/// Which of `buckets` the connection `segment` belongs to falls in, by a hash of its
+/// endpoints: both directions of a connection land in the same one.
+pub fn bucket_of(segment: &Segment, buckets: usize) -> usize {
+    let fold = |addr: &SocketAddr| {
+        let address = match addr.ip() {
+            std::net::IpAddr::V4(ip) => u64::from(u32::from(ip)),
+            std::net::IpAddr::V6(ip) => {
+                let bits = u128::from(ip);
+                bits as u64 ^ (bits >> 64) as u64
+            }
+        };
+        address ^ (u64::from(addr.port()) << 32)
+    };
+    // XOR makes it the same both ways; the multiply (Fibonacci hashing) mixes it.
+    let mixed = (fold(&segment.src) ^ fold(&segment.dst)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    ((mixed >> 32) % buckets as u64) as usize
 }
 
 /// Connections tracked at once. Beyond this the least recently active quarter is
@@ -668,15 +720,28 @@ impl FlowTable {
 
     /// Feeds one segment; `packet` is its number in the capture (for evidence).
     pub fn observe(&mut self, segment: &Segment, packet: u64) {
+        let (key, side) = FlowKey::of(segment);
+        let slot = self.index.get(&key).copied();
+        self.observe_at(segment, packet, key, side, slot);
+    }
+
+    /// Feeds one segment of the connection with `key` (open in `slot`, if any), sent by
+    /// `side`.
+    fn observe_at(
+        &mut self,
+        segment: &Segment,
+        packet: u64,
+        key: FlowKey,
+        side: usize,
+        mut slot: Option<u32>,
+    ) {
         self.now = self.now.max(segment.time);
-        let key = FlowKey::of(segment.src, segment.dst);
         let opening = segment.flags.syn() && !segment.flags.ack();
-        let mut slot = self.index.get(&key).copied();
         if let Some(i) = slot
             && opening
             && self.slots[i as usize]
                 .as_ref()
-                .is_some_and(|c| c.reuse_by(segment))
+                .is_some_and(|c| c.reuse_by(side))
         {
             self.end(i, false);
             slot = None;
@@ -688,13 +753,13 @@ impl FlowTable {
                     self.late_segments += 1;
                     return;
                 }
-                self.open(key, segment, packet)
+                self.open(key, segment, side, packet)
             }
         };
         let Some(connection) = self.slots[i as usize].as_deref_mut() else {
             return;
         };
-        connection.observe(segment, packet, &self.config);
+        connection.observe(segment, side, packet, &self.config);
         if connection.gaps.len() >= MAX_PENDING_GAPS {
             // A long connection's round trips are settled by now.
             connection.classify_gaps(&self.config);
@@ -709,11 +774,11 @@ impl FlowTable {
         }
     }
 
-    fn open(&mut self, key: FlowKey, segment: &Segment, packet: u64) -> u32 {
+    fn open(&mut self, key: FlowKey, segment: &Segment, side: usize, packet: u64) -> u32 {
         if self.index.len() >= self.max_open {
             self.end_least_recent_quarter();
         }
-        let connection = Box::new(Connection::new(segment, packet));
+        let connection = Box::new(Connection::new(segment, key, side, packet));
         let i = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(connection);
@@ -735,7 +800,7 @@ impl FlowTable {
             return;
         };
         self.free_slots.push(i);
-        let key = FlowKey::of(connection.endpoints[0], connection.endpoints[1]);
+        let key = connection.key;
         self.index.remove(&key);
         if closed {
             self.closed_recently.insert(key, connection.last_time);
@@ -811,13 +876,12 @@ impl FlowTable {
 }
 
 impl Connection {
-    /// A new SYN on this 4-tuple starts a new connection when this one has ended, or when
-    /// it is a different SYN from the one already seen.
-    fn reuse_by(&self, segment: &Segment) -> bool {
+    /// A new SYN from `side` on this 4-tuple starts a new connection when this one has
+    /// ended, or when it is a different SYN from the one already seen.
+    fn reuse_by(&self, side: usize) -> bool {
         if self.is_finished() {
             return true;
         }
-        let side = sender_side(segment);
         let dir = &self.dirs[side];
         dir.syn_seen && dir.data_segments > 0
     }
