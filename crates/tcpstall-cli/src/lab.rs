@@ -239,6 +239,7 @@ fn run_one(
             text::TextOptions {
                 stalls: false,
                 all: true,
+                top: None,
             },
         ));
     }

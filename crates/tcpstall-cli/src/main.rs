@@ -92,6 +92,10 @@ struct AnalyzeArgs {
     /// Also show connections without any gap
     #[arg(long)]
     all: bool,
+    /// Show the N most severe connections in detail; 0 shows every one (the totals
+    /// always cover all of them)
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top: usize,
     /// Keep only connections with this endpoint address (repeatable)
     #[arg(long, value_name = "IP")]
     host: Vec<IpAddr>,
@@ -163,6 +167,7 @@ fn write_report(analysis: &tcpstall_core::analyze::Analysis, args: &AnalyzeArgs)
             text::TextOptions {
                 stalls: args.stalls,
                 all: args.all,
+                top: (args.top > 0).then_some(args.top),
             },
         );
         out.write_all(text.as_bytes())?;

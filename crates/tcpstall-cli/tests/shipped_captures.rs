@@ -190,3 +190,79 @@ fn missing_file_is_a_one_line_error() {
     );
     assert_eq!(err.lines().count(), 1);
 }
+
+/// The seed 002 exchange `copies` times over, each copy on its own client port and
+/// later than the one before: as many stalled connections, written to a temporary file.
+fn seed002_copies(copies: u16) -> PathBuf {
+    use std::fs::File;
+    use tcpstall_core::capture::{CaptureReader, PcapWriter, decode_packet};
+
+    let mut segments = Vec::new();
+    CaptureReader::new(File::open(capture("seed002-two-writes.pcap")).unwrap())
+        .unwrap()
+        .for_each_packet(|packet| segments.push(decode_packet(packet).unwrap()))
+        .unwrap();
+    let span = segments.last().unwrap().time - segments[0].time + 1_000_000_000;
+    let path = std::env::temp_dir().join(format!(
+        "tcpstall-seed002-copies-{copies}-{}.pcap",
+        std::process::id()
+    ));
+    let mut writer = PcapWriter::new(File::create(&path).unwrap(), u32::MAX).unwrap();
+    for copy in 0..copies {
+        for segment in &segments {
+            let mut segment = *segment;
+            segment.time += i64::from(copy) * span;
+            // The server keeps port 8000; each copy's client gets a port of its own.
+            for end in [&mut segment.src, &mut segment.dst] {
+                if end.port() != 8000 {
+                    end.set_port(20_000 + copy);
+                }
+            }
+            writer.write_segment(&segment).unwrap();
+        }
+    }
+    writer.flush().unwrap();
+    path
+}
+
+#[test]
+fn top_limits_the_connections_shown_in_detail_and_totals_cover_all() {
+    let path = seed002_copies(30);
+    let file = path.to_str().unwrap();
+    let shown = |args: &[&str]| {
+        let out = tcpstall(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        (text.matches("  verdict:").count(), text)
+    };
+    let (count, text) = shown(&["analyze", file]);
+    assert_eq!(count, 20, "{text}");
+    assert!(
+        text.contains("30 connections, 30 with stalls: 270 stalls"),
+        "{text}"
+    );
+    assert!(text.contains("10 more connections with gaps"), "{text}");
+    assert_eq!(shown(&["analyze", "--top", "5", file]).0, 5);
+    let (count, text) = shown(&["analyze", "--top", "0", file]);
+    assert_eq!(count, 30, "{text}");
+    assert!(!text.contains("more connection"), "{text}");
+
+    // Connections are split between two tracking threads by a hash of their endpoints;
+    // every one of them is diagnosed whole, whichever thread had it.
+    let out = tcpstall(&["analyze", "--json", file]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let connections = report["connections"].as_array().unwrap();
+    assert_eq!(connections.len(), 30);
+    for connection in connections {
+        assert_eq!(
+            stalls_of_class(connection, "nagle-delayed-ack").len(),
+            9,
+            "{connection:#}"
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
+}

@@ -16,6 +16,8 @@ pub struct TextOptions {
     pub stalls: bool,
     /// Also show connections with no gap at all.
     pub all: bool,
+    /// Show at most this many connections in detail, the most severe; `None`: all.
+    pub top: Option<usize>,
 }
 
 pub fn render(analysis: &Analysis, options: TextOptions) -> String {
@@ -93,13 +95,27 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     );
 
     let mut quiet = 0;
+    let mut shown = 0;
+    let mut beyond_top = 0;
     for c in &analysis.connections {
         if c.gap_count() == 0 && !options.all {
             quiet += 1;
             continue;
         }
+        if options.top.is_some_and(|top| shown >= top) {
+            beyond_top += 1;
+            continue;
+        }
+        shown += 1;
         out.push('\n');
         render_connection(&mut out, c, origin, options);
+    }
+    if beyond_top > 0 {
+        let _ = writeln!(
+            out,
+            "\n{beyond_top} more connection{} with gaps, less severe, not shown (--top 0 shows them)",
+            plural(beyond_top)
+        );
     }
     if quiet > 0 {
         let _ = writeln!(
