@@ -105,7 +105,6 @@ impl Direction {
 pub struct Connection {
     /// The two endpoints; side 0 and side 1.
     pub endpoints: [SocketAddr; 2],
-    key: FlowKey,
     /// The side that sent the SYN, if the handshake was captured.
     pub syn_sender: Option<usize>,
     pub first_time: Nanos,
@@ -131,12 +130,11 @@ pub struct Connection {
 
 impl Connection {
     /// A connection opened by `segment`, sent by side `x`.
-    fn new(segment: &Segment, key: FlowKey, x: usize, packet: u64) -> Connection {
+    fn new(segment: &Segment, x: usize, packet: u64) -> Connection {
         let mut endpoints = [segment.src, segment.dst];
         endpoints.swap(0, x);
         Connection {
             endpoints,
-            key,
             syn_sender: None,
             first_time: segment.time,
             last_time: segment.time,
@@ -609,11 +607,11 @@ impl PartialEq for FlowKey {
 const V6_KEY: u64 = 1 << 63;
 
 impl FlowKey {
-    /// The key of the connection `segment` belongs to, and the side that sent it: 0 for
+    /// The key of the connection between `src` and `dst`, and the side `src` is: 0 for
     /// the lower endpoint in the order of [`SocketAddr`] (IPv4 first, then address, then
     /// port), whose IPv6 flow label and scope are always zero here.
-    fn of(segment: &Segment) -> (FlowKey, usize) {
-        if let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (&segment.src, &segment.dst) {
+    fn of(src: &SocketAddr, dst: &SocketAddr) -> (FlowKey, usize) {
+        if let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (src, dst) {
             let word = |a: &std::net::SocketAddrV4| {
                 u64::from(a.ip().to_bits()) << 16 | u64::from(a.port())
             };
@@ -624,17 +622,13 @@ impl FlowKey {
                 (FlowKey([dst, src, 0, 0, 0]), 1)
             };
         }
-        let side = usize::from(segment.src > segment.dst);
-        let (lower, upper) = if side == 0 {
-            (segment.src, segment.dst)
-        } else {
-            (segment.dst, segment.src)
-        };
+        let side = usize::from(src > dst);
+        let (lower, upper) = if side == 0 { (src, dst) } else { (dst, src) };
         let bits = |addr: &SocketAddr| match addr.ip() {
             std::net::IpAddr::V4(ip) => (u128::from(ip.to_bits()), 0),
             std::net::IpAddr::V6(ip) => (ip.to_bits(), 1),
         };
-        let ((a, a_v6), (b, b_v6)) = (bits(&lower), bits(&upper));
+        let ((a, a_v6), (b, b_v6)) = (bits(lower), bits(upper));
         let tail = V6_KEY
             | a_v6 << 33
             | b_v6 << 32
@@ -720,7 +714,7 @@ impl FlowTable {
 
     /// Feeds one segment; `packet` is its number in the capture (for evidence).
     pub fn observe(&mut self, segment: &Segment, packet: u64) {
-        let (key, side) = FlowKey::of(segment);
+        let (key, side) = FlowKey::of(&segment.src, &segment.dst);
         let slot = self.index.get(&key).copied();
         self.observe_at(segment, packet, key, side, slot);
     }
@@ -778,7 +772,7 @@ impl FlowTable {
         if self.index.len() >= self.max_open {
             self.end_least_recent_quarter();
         }
-        let connection = Box::new(Connection::new(segment, key, side, packet));
+        let connection = Box::new(Connection::new(segment, side, packet));
         let i = match self.free_slots.pop() {
             Some(i) => {
                 self.slots[i as usize] = Some(connection);
@@ -800,7 +794,7 @@ impl FlowTable {
             return;
         };
         self.free_slots.push(i);
-        let key = connection.key;
+        let (key, _) = FlowKey::of(&connection.endpoints[0], &connection.endpoints[1]);
         self.index.remove(&key);
         if closed {
             self.closed_recently.insert(key, connection.last_time);
