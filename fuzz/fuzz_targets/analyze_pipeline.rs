@@ -18,8 +18,8 @@ fuzz_target!(|data: &[u8]| {
     let Ok(analysis) = analyze(Cursor::new(data.to_vec()), "fuzz", &options) else {
         return;
     };
-    for (stalls, all) in [(false, false), (true, true)] {
-        let rendered = text::render(&analysis, text::TextOptions { stalls, all });
+    for (stalls, all, top) in [(false, false, Some(1)), (true, true, None)] {
+        let rendered = text::render(&analysis, text::TextOptions { stalls, all, top });
         assert!(!rendered.is_empty());
     }
     let report = json::build(&analysis);
