@@ -368,6 +368,7 @@ pub fn analyze<R: Read + Send + 'static>(
     let (emptied, recycled) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT + 2);
     let (batches, received) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
     let mut local = Tracker::new(options.detect, READER_BUCKETS);
+    let filtering = !options.filter.is_empty();
     let (read, local, tracked) = std::thread::scope(|scope| {
         let remote = scope.spawn(move || track(received, emptied, options.detect));
         let mut batch = Vec::with_capacity(BATCH_SEGMENTS);
@@ -385,7 +386,7 @@ pub fn analyze<R: Read + Send + 'static>(
             match decode_packet(packet) {
                 Ok(segment) => {
                     summary.tcp_segments += 1;
-                    if !options.filter.matches(&segment) {
+                    if filtering && !options.filter.matches(&segment) {
                         summary.filtered_out += 1;
                     } else if bucket_of(&segment, BUCKETS) < READER_BUCKETS {
                         local.observe(&segment, packet.number);

@@ -221,6 +221,13 @@ impl CaptureReader {
             self.read_pcap_header()?;
         }
         loop {
+            if self.format == CaptureFormat::Pcap {
+                // No shifting of the rest of the buffer here: a refill shifts what is
+                // left, and by then that is less than one record.
+                let used = self.pcap_records(&mut on_packet);
+                self.inner.consume_noshift(used);
+                self.notes.bytes_read += used as u64;
+            }
             let len = match self.next_frame()? {
                 Frame::Whole(len) => len,
                 Frame::End => break,
@@ -229,14 +236,11 @@ impl CaptureReader {
                     break;
                 }
             };
-            match self.format {
-                CaptureFormat::Pcap => self.pcap_record(len, &mut on_packet)?,
-                CaptureFormat::PcapNg => self.pcapng_block(len, &mut on_packet)?,
+            if self.format == CaptureFormat::PcapNg {
+                self.pcapng_block(len, &mut on_packet)?;
+                self.inner.consume_noshift(len);
+                self.notes.bytes_read += len as u64;
             }
-            // No shifting of the rest of the buffer here: a refill shifts what is left, and
-            // by then that is less than one record.
-            self.inner.consume_noshift(len);
-            self.notes.bytes_read += len as u64;
         }
         Ok(self.notes)
     }
@@ -362,31 +366,42 @@ impl CaptureReader {
         }
     }
 
-    /// One classic pcap record, whole in the buffer (`len` bytes, framed and checked by
-    /// [`Self::frame_len`]): seconds, fraction, captured length, original length, data.
-    fn pcap_record(
-        &mut self,
-        len: usize,
-        on_packet: &mut impl FnMut(&Packet<'_>),
-    ) -> Result<(), CaptureError> {
+    /// Every classic pcap record already whole in the buffer, in order (each: seconds,
+    /// fraction, captured length, original length, data); returns the bytes they take.
+    /// A record the buffer cuts, or one over the length limit, is left to
+    /// [`Self::next_frame`], which refills the buffer or says what is wrong.
+    fn pcap_records(&mut self, on_packet: &mut impl FnMut(&Packet<'_>)) -> usize {
         let iface = self.interfaces[0];
-        let record = &self.inner.data()[..len];
-        let seconds = read_u32(&record[0..4], self.pcap_big_endian);
-        let fraction = read_u32(&record[4..8], self.pcap_big_endian);
-        // Both products fit 64 bits: seconds below 2^32 times 10^9, a fraction below 2^32
-        // times at most 10^3.
-        let nanos = u64::from(seconds) * NANOS_PER_SEC as u64
-            + u64::from(fraction) * (NANOS_PER_SEC as u64 / iface.units_per_sec);
-        let time = clamp_time(i128::from(nanos), &mut self.notes.packets_time_out_of_range);
-        self.notes.packets += 1;
-        self.last_time = time;
-        on_packet(&Packet {
-            number: self.notes.packets,
-            time,
-            link_type: iface.link_type,
-            data: &record[self.pcap_record_header..],
-        });
-        Ok(())
+        let header = self.pcap_record_header;
+        let big_endian = self.pcap_big_endian;
+        let nanos_per_unit = NANOS_PER_SEC as u64 / iface.units_per_sec;
+        let data = self.inner.data();
+        let mut used = 0;
+        while let Some(head) = data.get(used..used + header) {
+            let caplen = read_u32(&head[8..12], big_endian);
+            if caplen > MAX_RECORD_BYTES {
+                break;
+            }
+            let end = used + header + caplen as usize;
+            let Some(bytes) = data.get(used + header..end) else {
+                break;
+            };
+            // Both products fit 64 bits: seconds below 2^32 times 10^9, a fraction below
+            // 2^32 times at most 10^3.
+            let nanos = u64::from(read_u32(&head[0..4], big_endian)) * NANOS_PER_SEC as u64
+                + u64::from(read_u32(&head[4..8], big_endian)) * nanos_per_unit;
+            let time = clamp_time(i128::from(nanos), &mut self.notes.packets_time_out_of_range);
+            self.notes.packets += 1;
+            self.last_time = time;
+            on_packet(&Packet {
+                number: self.notes.packets,
+                time,
+                link_type: iface.link_type,
+                data: bytes,
+            });
+            used = end;
+        }
+        used
     }
 
     /// One pcapng block, whole in the buffer (`len` bytes).
