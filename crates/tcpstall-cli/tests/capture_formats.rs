@@ -9,14 +9,16 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use std::time::Duration;
 
 use serde_json::Value;
+
+mod common;
+use common::{TempDir, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
 const ORIGINAL: &str = concat!(
@@ -459,45 +461,12 @@ fn to_ipv6(frame: &[u8], hop_by_hop: bool) -> Vec<u8> {
 // Running the binary.
 // ---------------------------------------------------------------------------------------------
 
-/// A directory of its own for one test, removed when the test ends (passing or not).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "tcpstall-capture-formats-{}-{test}-{n}",
-            std::process::id()
-        ));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).expect("create temp dir");
-        TempDir(path)
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
-        fs::write(&path, bytes).expect("write variant");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
 fn run(args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("run tcpstall")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs `tcpstall analyze --json` on a file that must be analysed successfully.
@@ -621,7 +590,7 @@ fn assert_same_verdicts(report: &Value, what: &str, format: &str, family: Family
 
 /// Writes `bytes` as a variant and checks its verdicts.
 fn check_variant(test: &str, bytes: &[u8], format: &str, family: Family) {
-    let dir = TempDir::new(test);
+    let dir = TempDir::new("capture-formats", test);
     let path = dir.write(&format!("{test}.{format}"), bytes);
     let report = analyze_json(&path);
     assert_same_verdicts(&report, test, format, family);
@@ -758,7 +727,7 @@ fn pcapng_timestamp_offset_in_both_byte_orders() {
                 &r.frame,
             ));
         }
-        let dir = TempDir::new("pcapng_tsoffset");
+        let dir = TempDir::new("capture-formats", "pcapng_tsoffset");
         let path = dir.write("offset.pcapng", &bytes);
         let report = analyze_json(&path);
         assert_same_verdicts(&report, "pcapng_tsoffset", "pcapng", Family::V4);
@@ -892,7 +861,7 @@ fn stdin_in_small_chunks() {
 
 /// The input is refused: exit status 2, one `tcpstall: error:` line naming the problem.
 fn assert_refused(test: &str, bytes: &[u8], needles: &[&str]) {
-    let dir = TempDir::new(test);
+    let dir = TempDir::new("capture-formats", test);
     let path = dir.write(&format!("{test}.pcap"), bytes);
     let out = run(&["analyze", path.to_str().unwrap()]);
     let stderr = text(&out.stderr);
@@ -998,7 +967,7 @@ fn refuses_udp_only_capture() {
 #[test]
 fn last_record_cut_is_a_warning() {
     let original = fs::read(ORIGINAL).unwrap();
-    let dir = TempDir::new("tail_cut");
+    let dir = TempDir::new("capture-formats", "tail_cut");
     let path = dir.write("tail_cut.pcap", &original[..original.len() - 10]);
     let path_str = path.to_str().unwrap();
 

@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::{TempDir, text};
+
 const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
 const ORIGINAL: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -324,39 +327,6 @@ impl Tcp {
 // Running the binary.
 // ---------------------------------------------------------------------------------------------
 
-/// A directory of its own for one test, removed when the test ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(test: &str) -> Self {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "tcpstall-malformed-{}-{test}-{n}",
-            std::process::id()
-        ));
-        let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).expect("create temp dir");
-        TempDir(path)
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
-        fs::write(&path, bytes).expect("write input");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// Runs `tcpstall` and fails the test on a panic or when it outlives `limit`.
 fn run_within(args: &[&str], limit: Duration) -> Output {
     let mut child = Command::new(BIN)
@@ -463,14 +433,14 @@ fn parse_report_with_open_bugs(out: &Output, what: &str, open_bugs: &[&str]) -> 
 
 /// Writes `bytes`, runs `tcpstall analyze --json` on it and returns the report.
 fn report_of(test: &str, name: &str, bytes: &[u8]) -> Value {
-    let dir = TempDir::new(test);
+    let dir = TempDir::new("malformed", test);
     let path = dir.write(name, bytes);
     analyze_json(&path)
 }
 
 /// The input is refused: exit status 2, one `tcpstall: error:` line with every needle.
 fn assert_refused(test: &str, name: &str, bytes: &[u8], needles: &[&str]) -> String {
-    let dir = TempDir::new(test);
+    let dir = TempDir::new("malformed", test);
     let path = dir.write(name, bytes);
     let out = run(&["analyze", path.to_str().unwrap()]);
     check_refused(&out, test, needles)
@@ -649,7 +619,7 @@ fn check_prefix(
 fn pcap_cut_at_every_byte_of_the_first_five_records() {
     let bytes = original_bytes();
     let ends: Vec<usize> = original_record_ends().into_iter().take(5).collect();
-    let dir = TempDir::new("cut_pcap");
+    let dir = TempDir::new("malformed", "cut_pcap");
     let lengths: Vec<usize> = (0..=ends[4]).collect();
     in_parallel(&lengths, |&len| {
         check_prefix("cut_pcap", &dir, bytes, len, 24, &ends)
@@ -671,7 +641,7 @@ fn pcapng_cut_at_every_byte_of_the_first_five_blocks() {
         ends.push(at);
     }
     assert_eq!(at, bytes.len());
-    let dir = TempDir::new("cut_pcapng");
+    let dir = TempDir::new("malformed", "cut_pcapng");
     let lengths: Vec<usize> = (0..=bytes.len()).collect();
     in_parallel(&lengths, |&len| {
         if (shb..shb + idb).contains(&len) && len > shb {
@@ -943,7 +913,7 @@ fn pcapng_inconsistent_blocks_are_errors() {
     let mut overrun = ng_block(e, EPB, &body);
     overrun.extend(ng_block(e, 0x1234_5678, &vec![0; 2 << 20]));
     let (bytes, at) = pcapng_with_block_before_packet_11(e, &overrun);
-    let dir = TempDir::new("overrun");
+    let dir = TempDir::new("malformed", "overrun");
     let path = dir.write("overrun.pcapng", &bytes);
     let out = run_within(
         &["analyze", path.to_str().unwrap()],
@@ -1394,7 +1364,7 @@ fn rst_storm_claims_no_stall_and_stays_fast() {
             frame,
         );
     }
-    let dir = TempDir::new("rst_storm");
+    let dir = TempDir::new("malformed", "rst_storm");
     let path = dir.write("storm.pcap", &bytes);
     let began = Instant::now();
     let out = run_within(
@@ -1514,7 +1484,7 @@ fn analyze_out_of_order(test: &str, open_bugs: &[&str]) {
             ("order.pcap", pcap(LINK_ETHERNET, &records)),
             ("order.pcapng", pcapng(Endian::Little, &records)),
         ] {
-            let dir = TempDir::new(test);
+            let dir = TempDir::new("malformed", test);
             let path = dir.write(name, &bytes);
             let out = run(&["analyze", "--json", path.to_str().unwrap()]);
             let what = format!("{what}, {name}");
@@ -1608,7 +1578,7 @@ fn two_hundred_thousand_connections() {
         let data = p.ipv4();
         pcap_record(&mut bytes, t, data.len() as u32, data.len() as u32, &data);
     }
-    let dir = TempDir::new("many");
+    let dir = TempDir::new("malformed", "many");
     let path = dir.write("many.pcap", &bytes);
     drop(bytes);
     let began = Instant::now();
