@@ -714,23 +714,10 @@ impl FlowTable {
 
     /// Feeds one segment; `packet` is its number in the capture (for evidence).
     pub fn observe(&mut self, segment: &Segment, packet: u64) {
-        let (key, side) = FlowKey::of(&segment.src, &segment.dst);
-        let slot = self.index.get(&key).copied();
-        self.observe_at(segment, packet, key, side, slot);
-    }
-
-    /// Feeds one segment of the connection with `key` (open in `slot`, if any), sent by
-    /// `side`.
-    fn observe_at(
-        &mut self,
-        segment: &Segment,
-        packet: u64,
-        key: FlowKey,
-        side: usize,
-        mut slot: Option<u32>,
-    ) {
         self.now = self.now.max(segment.time);
+        let (key, side) = FlowKey::of(&segment.src, &segment.dst);
         let opening = segment.flags.syn() && !segment.flags.ack();
+        let mut slot = self.index.get(&key).copied();
         if let Some(i) = slot
             && opening
             && self.slots[i as usize]
