@@ -25,6 +25,7 @@ impl Filter {
         self.hosts.is_empty() && self.ports.is_empty()
     }
 
+    #[inline]
     pub fn matches(&self, segment: &Segment) -> bool {
         if self.is_empty() {
             return true;
@@ -368,7 +369,6 @@ pub fn analyze<R: Read + Send + 'static>(
     let (emptied, recycled) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT + 2);
     let (batches, received) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
     let mut local = Tracker::new(options.detect, READER_BUCKETS);
-    let filtering = !options.filter.is_empty();
     let (read, local, tracked) = std::thread::scope(|scope| {
         let remote = scope.spawn(move || track(received, emptied, options.detect));
         let mut batch = Vec::with_capacity(BATCH_SEGMENTS);
@@ -386,7 +386,7 @@ pub fn analyze<R: Read + Send + 'static>(
             match decode_packet(packet) {
                 Ok(segment) => {
                     summary.tcp_segments += 1;
-                    if filtering && !options.filter.matches(&segment) {
+                    if !options.filter.matches(&segment) {
                         summary.filtered_out += 1;
                     } else if bucket_of(&segment, BUCKETS) < READER_BUCKETS {
                         local.observe(&segment, packet.number);
@@ -450,7 +450,6 @@ pub fn analyze<R: Read + Send + 'static>(
         collector.merge(finished.collector);
     }
     summary.duplicates = collector.duplicates;
-    collector.keep_most_severe();
     // Sorting indices, then moving each diagnosis once, spares moving the large values
     // through the sort.
     let diagnoses = collector.diagnoses;
