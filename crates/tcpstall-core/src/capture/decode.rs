@@ -266,26 +266,17 @@ mod option {
 pub(crate) fn tcp_options(mut bytes: &[u8]) -> TcpOptions {
     // Nearly every segment of a connection with timestamps carries exactly these: two
     // NOPs, then the timestamps (RFC 7323 appendix A); read them at once.
-    if let &[
+    if let [
         option::NOP,
         option::NOP,
         option::TIMESTAMPS,
         10,
-        a,
-        b,
-        c,
-        d,
-        e,
-        f,
-        g,
-        h,
+        values @ ..,
     ] = bytes
+        && let Ok(values) = <&[u8; 8]>::try_from(values)
     {
         return TcpOptions {
-            timestamps: Some((
-                u32::from_be_bytes([a, b, c, d]),
-                u32::from_be_bytes([e, f, g, h]),
-            )),
+            timestamps: Some(timestamps(values)),
             ..TcpOptions::default()
         };
     }
@@ -313,11 +304,8 @@ pub(crate) fn tcp_options(mut bytes: &[u8]) -> TcpOptions {
             {
                 options.sack_blocks = (blocks.len() / 8) as u8;
             }
-            (option::TIMESTAMPS, &[a, b, c, d, e, f, g, h]) => {
-                options.timestamps = Some((
-                    u32::from_be_bytes([a, b, c, d]),
-                    u32::from_be_bytes([e, f, g, h]),
-                ));
+            (option::TIMESTAMPS, values) if values.len() == 8 => {
+                options.timestamps = <&[u8; 8]>::try_from(values).ok().map(timestamps);
             }
             (
                 option::MSS
@@ -332,6 +320,15 @@ pub(crate) fn tcp_options(mut bytes: &[u8]) -> TcpOptions {
         bytes = &bytes[len..];
     }
     options
+}
+
+/// TSval and TSecr, from the timestamps option's body (RFC 7323 section 3).
+fn timestamps(values: &[u8; 8]) -> (u32, u32) {
+    let [a, b, c, d, e, f, g, h] = *values;
+    (
+        u32::from_be_bytes([a, b, c, d]),
+        u32::from_be_bytes([e, f, g, h]),
+    )
 }
 
 #[cfg(test)]
