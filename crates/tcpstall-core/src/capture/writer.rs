@@ -22,19 +22,8 @@ pub struct PcapWriter<W: Write> {
 impl<W: Write> PcapWriter<W> {
     /// Writes the file header. `snap_payload` bounds the payload bytes stored per packet
     /// (0 keeps headers only, which is all the analyzer needs).
-    pub fn new(mut out: W, snap_payload: u32) -> io::Result<Self> {
-        out.write_all(&0xa1b2_3c4du32.to_le_bytes())?; // nanosecond magic
-        out.write_all(&2u16.to_le_bytes())?;
-        out.write_all(&4u16.to_le_bytes())?;
-        out.write_all(&0i32.to_le_bytes())?;
-        out.write_all(&0u32.to_le_bytes())?;
-        out.write_all(&(crate::capture::MAX_RECORD_BYTES).to_le_bytes())?;
-        out.write_all(&LINKTYPE_ETHERNET.to_le_bytes())?;
-        Ok(PcapWriter {
-            out,
-            frame: Vec::with_capacity(256),
-            snap_payload,
-        })
+    pub fn new(out: W, snap_payload: u32) -> io::Result<Self> {
+        Self::with_link_type(out, snap_payload, LINKTYPE_ETHERNET)
     }
 
     /// Writes the file header for another link type, e.g. 101 (raw IP) for packets
