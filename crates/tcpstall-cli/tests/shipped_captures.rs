@@ -6,6 +6,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+use common::{TempDir, text};
+
 fn capture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../captures")
@@ -192,8 +195,8 @@ fn missing_file_is_a_one_line_error() {
 }
 
 /// The seed 002 exchange `copies` times over, each copy on its own client port and
-/// later than the one before: as many stalled connections, written to a temporary file.
-fn seed002_copies(copies: u16) -> PathBuf {
+/// later than the one before: as many stalled connections, written into `dir`.
+fn seed002_copies(dir: &TempDir, copies: u16) -> PathBuf {
     use std::fs::File;
     use tcpstall_core::capture::{CaptureReader, PcapWriter, decode_packet};
 
@@ -203,11 +206,7 @@ fn seed002_copies(copies: u16) -> PathBuf {
         .for_each_packet(|packet| segments.push(decode_packet(packet).unwrap()))
         .unwrap();
     let span = segments.last().unwrap().time - segments[0].time + 1_000_000_000;
-    let path = std::env::temp_dir().join(format!(
-        "tcpstall-seed002-copies-{copies}-{}.pcap",
-        std::process::id()
-    ));
-    let mut writer = PcapWriter::new(File::create(&path).unwrap(), u32::MAX).unwrap();
+    let mut writer = PcapWriter::new(Vec::new(), u32::MAX).unwrap();
     for copy in 0..copies {
         for segment in &segments {
             let mut segment = *segment;
@@ -221,23 +220,22 @@ fn seed002_copies(copies: u16) -> PathBuf {
             writer.write_segment(&segment).unwrap();
         }
     }
-    writer.flush().unwrap();
-    path
+    dir.write(
+        &format!("seed002-copies-{copies}.pcap"),
+        &writer.into_inner(),
+    )
 }
 
 #[test]
 fn top_limits_the_connections_shown_in_detail_and_totals_cover_all() {
-    let path = seed002_copies(30);
+    let dir = TempDir::new("shipped-captures", "top");
+    let path = seed002_copies(&dir, 30);
     let file = path.to_str().unwrap();
     let shown = |args: &[&str]| {
         let out = tcpstall(args);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
-        (text.matches("  verdict:").count(), text)
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let report = text(&out.stdout);
+        (report.matches("  verdict:").count(), report)
     };
     let (count, text) = shown(&["analyze", file]);
     assert_eq!(count, 20, "{text}");
@@ -264,5 +262,4 @@ fn top_limits_the_connections_shown_in_detail_and_totals_cover_all() {
             "{connection:#}"
         );
     }
-    std::fs::remove_file(&path).unwrap();
 }
