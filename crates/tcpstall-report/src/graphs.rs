@@ -77,6 +77,25 @@ fn axes_frame(svg: &mut Svg, f: Frame) {
     );
 }
 
+/// A vertical grid line at `x`, its tick below the frame, and its label.
+fn x_tick(svg: &mut Svg, f: Frame, x: f64, label: &str) {
+    svg.line(x, f.top, x, f.bottom, &format!(r#"stroke="{GRID}""#));
+    svg.line(
+        x,
+        f.bottom,
+        x,
+        f.bottom + 4.0,
+        &format!(r#"stroke="{AXIS}""#),
+    );
+    svg.text(
+        x,
+        f.bottom + 16.0,
+        "middle",
+        r##"font-size="11" fill="#333333""##,
+        label,
+    );
+}
+
 fn legend_entry(svg: &mut Svg, x: f64, y: f64, swatch: &str, label: &str) -> f64 {
     svg.raw(&swatch.replace("{x}", &num(x)).replace("{y}", &num(y)));
     svg.text(
@@ -226,22 +245,7 @@ pub fn time_sequence(g: &SeqGraph<'_>) -> String {
     let xt = xs.ticks(6);
     let xstep = scale::nice_step(xs.d1 - xs.d0, 6);
     for &t in &xt {
-        let x = xs.map(t);
-        svg.line(x, f.top, x, f.bottom, &format!(r#"stroke="{GRID}""#));
-        svg.line(
-            x,
-            f.bottom,
-            x,
-            f.bottom + 4.0,
-            &format!(r#"stroke="{AXIS}""#),
-        );
-        svg.text(
-            x,
-            f.bottom + 16.0,
-            "middle",
-            r##"font-size="11" fill="#333333""##,
-            &scale::tick_label(t, xstep),
-        );
+        x_tick(&mut svg, f, xs.map(t), &scale::tick_label(t, xstep));
     }
     let yt = ys.ticks(5);
     let ystep = scale::nice_step(ys.d1 - ys.d0, 5);
@@ -525,22 +529,7 @@ pub fn log_histogram(h: &Histogram<'_>) -> String {
         );
     }
     for t in xs.ticks() {
-        let x = xs.map(t);
-        svg.line(x, f.top, x, f.bottom, &format!(r#"stroke="{GRID}""#));
-        svg.line(
-            x,
-            f.bottom,
-            x,
-            f.bottom + 4.0,
-            &format!(r#"stroke="{AXIS}""#),
-        );
-        svg.text(
-            x,
-            f.bottom + 16.0,
-            "middle",
-            r##"font-size="11" fill="#333333""##,
-            &scale::decade_time_label(t),
-        );
+        x_tick(&mut svg, f, xs.map(t), &scale::decade_time_label(t));
     }
     for b in 0..LogHistogram::BINS {
         let (plain, stalled) = (hist.plain[b], hist.stalled[b]);
