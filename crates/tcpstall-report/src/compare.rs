@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::graphs::{PLAIN_COLOR, STALL_COLOR};
+use crate::graphs::{PLAIN_COLOR, STALL_COLOR, x_tick};
 use crate::page::page;
 use crate::scale::{self, Log};
 use crate::svg::{Svg, escape, text_width};
@@ -118,13 +118,12 @@ pub fn latency_strips(title: &str, rows: &[ComparisonRow], slow_from: Option<f64
     );
     let bottom = top + strip * rows.len().max(1) as f64;
     for t in xs.ticks() {
-        let x = xs.map(t);
-        svg.line(x, top, x, bottom, r##"stroke="#e4e4e4""##);
-        svg.text(
-            x,
-            bottom + 16.0,
-            "middle",
-            r##"font-size="11" fill="#333333""##,
+        x_tick(
+            &mut svg,
+            xs.map(t),
+            top,
+            bottom,
+            false,
             &scale::decade_time_label(t),
         );
     }

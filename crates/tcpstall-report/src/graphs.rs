@@ -77,19 +77,16 @@ fn axes_frame(svg: &mut Svg, f: Frame) {
     );
 }
 
-/// A vertical grid line at `x`, its tick below the frame, and its label.
-fn x_tick(svg: &mut Svg, f: Frame, x: f64, label: &str) {
-    svg.line(x, f.top, x, f.bottom, &format!(r#"stroke="{GRID}""#));
-    svg.line(
-        x,
-        f.bottom,
-        x,
-        f.bottom + 4.0,
-        &format!(r#"stroke="{AXIS}""#),
-    );
+/// A vertical grid line at `x` from `top` to `bottom`, a tick below it when
+/// `tick_mark`, and its label.
+pub(crate) fn x_tick(svg: &mut Svg, x: f64, top: f64, bottom: f64, tick_mark: bool, label: &str) {
+    svg.line(x, top, x, bottom, &format!(r#"stroke="{GRID}""#));
+    if tick_mark {
+        svg.line(x, bottom, x, bottom + 4.0, &format!(r#"stroke="{AXIS}""#));
+    }
     svg.text(
         x,
-        f.bottom + 16.0,
+        bottom + 16.0,
         "middle",
         r##"font-size="11" fill="#333333""##,
         label,
@@ -245,7 +242,14 @@ pub fn time_sequence(g: &SeqGraph<'_>) -> String {
     let xt = xs.ticks(6);
     let xstep = scale::nice_step(xs.d1 - xs.d0, 6);
     for &t in &xt {
-        x_tick(&mut svg, f, xs.map(t), &scale::tick_label(t, xstep));
+        x_tick(
+            &mut svg,
+            xs.map(t),
+            f.top,
+            f.bottom,
+            true,
+            &scale::tick_label(t, xstep),
+        );
     }
     let yt = ys.ticks(5);
     let ystep = scale::nice_step(ys.d1 - ys.d0, 5);
@@ -529,7 +533,14 @@ pub fn log_histogram(h: &Histogram<'_>) -> String {
         );
     }
     for t in xs.ticks() {
-        x_tick(&mut svg, f, xs.map(t), &scale::decade_time_label(t));
+        x_tick(
+            &mut svg,
+            xs.map(t),
+            f.top,
+            f.bottom,
+            true,
+            &scale::decade_time_label(t),
+        );
     }
     for b in 0..LogHistogram::BINS {
         let (plain, stalled) = (hist.plain[b], hist.stalled[b]);

@@ -66,13 +66,12 @@ pub fn sweep_svg(parameter: &str, points: &[SweepPoint]) -> String {
     let ys = Linear::new(0.0, (y_hi * 1.08).max(1e-3), bottom, top);
     let xstep = scale::nice_step(xs.d1 - xs.d0, 8);
     for t in xs.ticks(8) {
-        let x = xs.map(t);
-        svg.line(x, top, x, bottom, r##"stroke="#e4e4e4""##);
-        svg.text(
-            x,
-            bottom + 16.0,
-            "middle",
-            r##"font-size="11" fill="#333333""##,
+        graphs::x_tick(
+            &mut svg,
+            xs.map(t),
+            top,
+            bottom,
+            false,
             &scale::tick_label(t, xstep),
         );
     }
