@@ -2,20 +2,16 @@
 //! written, self-contained, standard input spooled, errors on one line.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
+
+mod common;
+use common::TempDir;
 
 fn tcpstall() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tcpstall"));
     c.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
     c
-}
-
-fn test_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tcpstall-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 fn assert_self_contained(html: &str) {
@@ -37,7 +33,8 @@ fn assert_self_contained(html: &str) {
 
 #[test]
 fn html_and_graphs_for_the_two_writes_capture() {
-    let dir = test_dir("report-outputs");
+    let temp = TempDir::new("report-outputs", "outputs");
+    let dir = &temp.0;
     let html = dir.join("r.html");
     let graphs = dir.join("graphs");
     let out = tcpstall()
@@ -74,7 +71,8 @@ fn html_and_graphs_for_the_two_writes_capture() {
 
 #[test]
 fn standard_input_is_spooled_for_the_graphs() {
-    let dir = test_dir("report-stdin");
+    let temp = TempDir::new("report-outputs", "stdin");
+    let dir = &temp.0;
     let html = dir.join("r.html");
     let capture = std::fs::read(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../captures/seed002-two-writes.pcap"),
@@ -107,7 +105,8 @@ fn standard_input_is_spooled_for_the_graphs() {
 
 #[test]
 fn connections_without_gaps_get_a_table_and_no_graph() {
-    let dir = test_dir("report-quiet");
+    let temp = TempDir::new("report-outputs", "quiet");
+    let dir = &temp.0;
     let html = dir.join("r.html");
     let out = tcpstall()
         .args(["analyze", "--html"])
@@ -143,7 +142,8 @@ fn an_unwritable_report_is_one_line_and_status_2() {
 
 #[test]
 fn simulate_html_for_a_run_and_a_sweep() {
-    let dir = test_dir("report-simulate");
+    let temp = TempDir::new("report-outputs", "simulate");
+    let dir = &temp.0;
     let run = dir.join("run.html");
     let out = tcpstall()
         .args([

@@ -1,4 +1,6 @@
 //! Helpers shared by the test files that write captures of their own and run the binary.
+// Each test file is its own crate and uses only some of these.
+#![allow(dead_code)]
 
 use std::fs;
 use std::path::PathBuf;
