@@ -478,12 +478,15 @@ impl Conn {
         self.t = t + self.rtt + Conn::think_time(rng);
     }
 
-    fn bulk_down(&mut self, mut left: u64, started: bool, rng: &mut Rng) {
-        let mut t = self.t;
-        if !started {
-            let request_end = self.request(rng);
-            t = request_end + Conn::processing(rng);
-        }
+    /// Sends up to [`BULK_CHUNK`] full segments of the `left` bytes `side` still has to
+    /// send, the last one pushed, from `t` on; returns the time after them and what is left.
+    fn bulk_chunk(
+        &mut self,
+        side: usize,
+        mut t: Nanos,
+        mut left: u64,
+        rng: &mut Rng,
+    ) -> (Nanos, u64) {
         for _ in 0..BULK_CHUNK {
             if left == 0 {
                 break;
@@ -495,9 +498,19 @@ impl Conn {
             } else {
                 TcpFlags::ACK
             };
-            self.send(SERVER, t, flags, len, rng);
+            self.send(side, t, flags, len, rng);
             t += self.pace * rng.range(8, 13) / 10;
         }
+        (t, left)
+    }
+
+    fn bulk_down(&mut self, left: u64, started: bool, rng: &mut Rng) {
+        let mut t = self.t;
+        if !started {
+            let request_end = self.request(rng);
+            t = request_end + Conn::processing(rng);
+        }
+        let (t, left) = self.bulk_chunk(SERVER, t, left, rng);
         if left > 0 {
             self.t = t;
             self.phase = Phase::BulkDown {
@@ -510,22 +523,8 @@ impl Conn {
         }
     }
 
-    fn bulk_up(&mut self, mut left: u64, rng: &mut Rng) {
-        let mut t = self.t;
-        for _ in 0..BULK_CHUNK {
-            if left == 0 {
-                break;
-            }
-            let len = left.min(u64::from(FULL)) as u32;
-            left -= u64::from(len);
-            let flags = if left == 0 {
-                TcpFlags::PSH | TcpFlags::ACK
-            } else {
-                TcpFlags::ACK
-            };
-            self.send(CLIENT, t, flags, len, rng);
-            t += self.pace * rng.range(8, 13) / 10;
-        }
+    fn bulk_up(&mut self, left: u64, rng: &mut Rng) {
+        let (t, left) = self.bulk_chunk(CLIENT, self.t, left, rng);
         if left > 0 {
             self.t = t;
             self.phase = Phase::BulkUp { left };
