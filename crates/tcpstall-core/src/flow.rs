@@ -38,46 +38,124 @@ struct InFlight {
     retransmitted: bool,
 }
 
-/// The state of the data one side sends.
+/// The state of the data one side sends. The fields are laid out by when they are used,
+/// so that a segment touches as few cache lines as it can: the first line holds what
+/// every segment reads of either side, the second what every segment writes of its
+/// sender, the third its sender's last segment, the fourth what data segments update.
 #[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
 pub struct Direction {
-    started: bool,
-    /// The first sequence number seen; positions are relative to it.
-    base: u32,
     /// Highest sequence number sent plus one, unwrapped to 64 bits.
     snd_max: u64,
     /// Highest cumulative ACK received from the other side.
     snd_una: u64,
     in_flight: VecDeque<InFlight>,
+    /// The first sequence number seen; positions are relative to it.
+    base: u32,
     /// How many of them are smaller than the MSS.
     small_in_flight: u32,
+    pub window_scale_option: Option<u8>,
+    started: bool,
     /// This side's SYN options.
     pub syn_seen: bool,
-    pub mss_option: Option<u16>,
-    pub window_scale_option: Option<u8>,
-    pub timestamps_option: bool,
     /// Timestamps seen on any segment of this side.
     pub timestamps_seen: bool,
+    zero_window_in_gap: bool,
+    peer_spoke_since_data: bool,
+    pub fin_seen: bool,
+
+    last_raw_time: Nanos,
+    pub packets: u64,
     /// The window this side advertises, scaled when the scale is known.
     window: Option<u64>,
-    zero_window_in_gap: bool,
+    last_raw: Option<(u32, u32, u8, u32, u16)>,
     last_tsval: Option<u32>,
+    pub mss_option: Option<u16>,
+
+    /// The last segment this side sent, as seen by a gap in the other side's data.
+    last: LastSegment,
+    pub data_bytes: u64,
+
+    pub data_segments: u64,
     /// Data segments since the other side last sent data.
     message_full_segments: u32,
     message_segments: u32,
-    peer_spoke_since_data: bool,
     pub max_payload: u32,
-    pub data_bytes: u64,
-    pub data_segments: u64,
+    pub timestamps_option: bool,
     pub retransmitted_segments: u64,
-    pub packets: u64,
-    pub fin_seen: bool,
     /// Round trip from the capture point to this side and back.
     pub path_rtt: Option<Nanos>,
-    /// The last segment this side sent, as seen by a gap in the other side's data.
-    last: Option<PeerSegment>,
-    last_raw: Option<(u32, u32, u8, u32, u16)>,
-    last_raw_time: Nanos,
+}
+
+/// A [`PeerSegment`] in one cache line: written for every segment, read only when a gap
+/// in the other side's data ends.
+#[derive(Clone, Copy, Debug, Default)]
+struct LastSegment {
+    packet: u64,
+    time: Nanos,
+    outstanding_before: u64,
+    /// The `Option`s of [`PeerSegment`]: times and windows with a value none can take for
+    /// `None`, the TSval with a flag.
+    acked_data_time: Nanos,
+    window_before: u64,
+    window_after: u64,
+    tsval: u32,
+    flags: u8,
+}
+
+impl LastSegment {
+    const SEEN: u8 = 1;
+    const ACK_ADVANCED: u8 = 2;
+    const OUTSTANDING_SMALL: u8 = 4;
+    const ACKED_DATA_SMALL: u8 = 8;
+    const ACKED_DATA_BEGAN_MESSAGE: u8 = 16;
+    const HAS_TSVAL: u8 = 32;
+    const TSVAL_IS_NEW: u8 = 64;
+    const NO_TIME: Nanos = Nanos::MIN;
+    const NO_WINDOW: u64 = u64::MAX;
+
+    fn new(segment: &PeerSegment) -> LastSegment {
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        LastSegment {
+            packet: segment.packet,
+            time: segment.time,
+            outstanding_before: segment.outstanding_before,
+            acked_data_time: segment.acked_data_time.unwrap_or(Self::NO_TIME),
+            window_before: segment.window_before.unwrap_or(Self::NO_WINDOW),
+            window_after: segment.window_after.unwrap_or(Self::NO_WINDOW),
+            tsval: segment.tsval.unwrap_or(0),
+            flags: Self::SEEN
+                | flag(segment.ack_advanced, Self::ACK_ADVANCED)
+                | flag(segment.outstanding_small_segment, Self::OUTSTANDING_SMALL)
+                | flag(segment.acked_data_small, Self::ACKED_DATA_SMALL)
+                | flag(
+                    segment.acked_data_began_message,
+                    Self::ACKED_DATA_BEGAN_MESSAGE,
+                )
+                | flag(segment.tsval.is_some(), Self::HAS_TSVAL)
+                | flag(segment.tsval_is_new, Self::TSVAL_IS_NEW),
+        }
+    }
+
+    fn get(&self) -> Option<PeerSegment> {
+        let has = |bit: u8| self.flags & bit != 0;
+        let window = |w: u64| (w != Self::NO_WINDOW).then_some(w);
+        has(Self::SEEN).then(|| PeerSegment {
+            packet: self.packet,
+            time: self.time,
+            ack_advanced: has(Self::ACK_ADVANCED),
+            outstanding_before: self.outstanding_before,
+            outstanding_small_segment: has(Self::OUTSTANDING_SMALL),
+            acked_data_time: (self.acked_data_time != Self::NO_TIME)
+                .then_some(self.acked_data_time),
+            acked_data_small: has(Self::ACKED_DATA_SMALL),
+            acked_data_began_message: has(Self::ACKED_DATA_BEGAN_MESSAGE),
+            tsval: has(Self::HAS_TSVAL).then_some(self.tsval),
+            tsval_is_new: has(Self::TSVAL_IS_NEW),
+            window_before: window(self.window_before),
+            window_after: window(self.window_after),
+        })
+    }
 }
 
 impl Direction {
@@ -100,32 +178,34 @@ impl Direction {
     }
 }
 
-/// A TCP connection and what was found in it.
+/// A TCP connection and what was found in it. Laid out like [`Direction`]: first what
+/// every segment uses, then the two directions, then the rest.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct Connection {
-    /// The two endpoints; side 0 and side 1.
-    pub endpoints: [SocketAddr; 2],
+    pub packets: u64,
+    pub last_time: Nanos,
+    synack_time: Option<Nanos>,
     /// The side that sent the SYN, if the handshake was captured.
     pub syn_sender: Option<usize>,
-    pub first_time: Nanos,
-    pub last_time: Nanos,
-    pub first_packet: u64,
-    pub packets: u64,
-    pub dirs: [Direction; 2],
-    pub events: Vec<StallEvent>,
-    /// Gaps beyond each class's listing limit: (count, total duration), by class index.
-    pub unlisted: [(u64, Nanos); 6],
-    listed: [usize; 6],
     pub reset: bool,
-    syn_time: Option<Nanos>,
-    synack_time: Option<Nanos>,
+    /// The gap whose released data may continue in the next segments.
+    open_release: Option<(usize, usize, Nanos)>,
+    pub dirs: [Direction; 2],
     /// The last data-bearing segment: time, side, packet number.
     last_data: Option<(Nanos, usize, u64)>,
     /// Gaps waiting to be classified when the connection's round trips are known.
     gaps: Vec<PendingGap>,
-    /// The gap whose released data may continue in the next segments.
-    open_release: Option<(usize, usize, Nanos)>,
     pub duplicates: u64,
+    /// The two endpoints; side 0 and side 1.
+    pub endpoints: [SocketAddr; 2],
+    pub first_time: Nanos,
+    pub first_packet: u64,
+    syn_time: Option<Nanos>,
+    pub events: Vec<StallEvent>,
+    /// Gaps beyond each class's listing limit: (count, total duration), by class index.
+    pub unlisted: [(u64, Nanos); 6],
+    listed: [usize; 6],
 }
 
 impl Connection {
@@ -299,7 +379,7 @@ impl Connection {
         if tsval_is_new {
             self.dirs[x].last_tsval = tsval;
         }
-        self.dirs[x].last = Some(PeerSegment {
+        self.dirs[x].last = LastSegment::new(&PeerSegment {
             packet,
             time: t,
             ack_advanced: acked.advanced,
@@ -416,7 +496,7 @@ impl Connection {
         {
             let last_from_peer = self.dirs[y]
                 .last
-                .clone()
+                .get()
                 .filter(|p| p.time > gap_start && p.time <= t);
             let ctx = GapContext {
                 gap_start,
@@ -441,6 +521,10 @@ impl Connection {
                 burst_bytes: 0,
             });
             self.open_release = Some((self.gaps.len() - 1, x, t));
+            if self.gaps.len() >= MAX_PENDING_GAPS {
+                // A long connection's round trips are settled by now.
+                self.classify_gaps(config);
+            }
         } else if let Some((index, sender, released_at)) = self.open_release
             && sender == x
             && !is_retransmission
@@ -741,10 +825,6 @@ impl FlowTable {
             return;
         };
         connection.observe(segment, side, packet, &self.config);
-        if connection.gaps.len() >= MAX_PENDING_GAPS {
-            // A long connection's round trips are settled by now.
-            connection.classify_gaps(&self.config);
-        }
         if connection.is_finished() {
             self.end(i, true);
         }
