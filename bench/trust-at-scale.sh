@@ -4,8 +4,9 @@
 #   bench/trust-at-scale.sh [SIZE] [CONNECTIONS]     defaults: 1G, 3000000
 #
 # On one synthetic capture of SIZE (page cache warm), in one run: the floor (cat to
-# /dev/null, and a pcap record walk through tcpstall's own reader) and tcpstall analyze,
-# each the fastest of three runs taken in turns; then tshark -q -z conv,tcp and
+# /dev/null, and a pcap record walk through tcpstall's own reader), a bare flow count
+# (decode each packet and count it under its connection: the least any tracker does) and
+# tcpstall analyze, each the fastest of three runs taken in turns; then tshark -q -z conv,tcp and
 # tcptrace -n (both from Debian's packages, installed when missing). Then peak RSS of tcpstall on a capture of CONNECTIONS short connections and
 # on a 4 GB capture. Writes only under bench/out/ (and cargo's target directory).
 set -euo pipefail
@@ -27,7 +28,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cargo build --release --quiet -p tcpstall-cli -p tcpstall-core --bin tcpstall \
-    --example synth_capture --example many_connections --example record_walk
+    --example synth_capture --example many_connections --example record_walk --example flow_count
 bin=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)/release
 
 generate() { # FILE SIZE
@@ -51,7 +52,7 @@ measure() {
 }
 
 # take NAME CMD...: one run, the page cache warmed first; keeps the fastest time and the
-# largest RSS seen for NAME. The three fast ones run in turns, three times: a shared
+# largest RSS seen for NAME. The four fast ones run in turns, three times: a shared
 # machine's speed drifts by a third from minute to minute, and a slow minute then hits
 # all of them alike.
 declare -A best_s best_k
@@ -72,10 +73,12 @@ packets=$("$bin/examples/record_walk" "$file" | cut -d' ' -f1)
 for _ in 1 2 3; do
     take cat cat "$file"
     take walk "$bin/examples/record_walk" "$file"
+    take flows "$bin/examples/flow_count" "$file"
     take tcpstall "$bin/tcpstall" analyze "$file"
 done
 cat_s=${best_s[cat]} cat_k=${best_k[cat]}
 walk_s=${best_s[walk]} walk_k=${best_k[walk]}
+flow_s=${best_s[flows]} flow_k=${best_k[flows]}
 ts_s=${best_s[tcpstall]} ts_k=${best_k[tcpstall]}
 measure tcptrace tcptrace -n "$file"; tt_s=$secs tt_k=$rss
 measure tshark tshark -q -z conv,tcp -r "$file"; sh_s=$secs sh_k=$rss
@@ -83,6 +86,7 @@ measure tshark tshark -q -z conv,tcp -r "$file"; sh_s=$secs sh_k=$rss
 echo
 echo "capture: $file, $(stat -c %s "$file") bytes, $packets packets; $(nproc) CPUs"
 awk -v p="$packets" -v cs="$cat_s" -v ck="$cat_k" -v ws="$walk_s" -v wk="$walk_k" \
+    -v fs="$flow_s" -v fk="$flow_k" \
     -v ts="$ts_s" -v tk="$ts_k" -v xs="$tt_s" -v xk="$tt_k" -v ss="$sh_s" -v sk="$sh_k" '
     function row(tool, s, kb) {
         printf "%-28s %9.2f %14s %12.1f\n", tool, s, (s > 0 ? sprintf("%.0f", p / s) : "-"), kb / 1024
@@ -91,11 +95,14 @@ awk -v p="$packets" -v cs="$cat_s" -v ck="$cat_k" -v ws="$walk_s" -v wk="$walk_k
         printf "%-28s %9s %14s %12s\n", "tool", "seconds", "packets/s", "peak RSS MB"
         row("cat > /dev/null", cs, ck)
         row("pcap record walk", ws, wk)
+        row("bare flow count, 1 thread", fs, fk)
         row("tcpstall analyze", ts, tk)
         row("tcptrace -n", xs, xk)
         row("tshark -q -z conv,tcp", ss, sk)
         printf "tcpstall: %.1fx the record walk; tcptrace %.1fx and tshark %.1fx the time of tcpstall\n",
             (ws > 0 ? ts / ws : 0), (ts > 0 ? xs / ts : 0), (ts > 0 ? ss / ts : 0)
+        printf "bare flow count: %.1fx the record walk on one thread (%.1fx if split over two)\n",
+            (ws > 0 ? fs / ws : 0), (ws > 0 ? fs / ws / 2 : 0)
     }'
 
 many=$out/many-$connections.pcap
