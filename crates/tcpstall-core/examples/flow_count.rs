@@ -21,7 +21,9 @@ struct Counts {
 }
 
 /// An endpoint as plain numbers: the address (IPv4 mapped into IPv6) and the port.
-fn endpoint(addr: &SocketAddr) -> (u128, u16) {
+type Endpoint = (u128, u16);
+
+fn endpoint(addr: &SocketAddr) -> Endpoint {
     let ip = match addr.ip() {
         IpAddr::V4(ip) => ip.to_ipv6_mapped(),
         IpAddr::V6(ip) => ip,
@@ -41,7 +43,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut connections: FxHashMap<((u128, u16), (u128, u16)), Counts> = FxHashMap::default();
+    let mut connections: FxHashMap<(Endpoint, Endpoint), Counts> = FxHashMap::default();
     let result = CaptureReader::new(file).and_then(|reader| {
         reader.for_each_packet(|packet| {
             if let Ok(segment) = decode_packet(packet) {
