@@ -18,150 +18,14 @@ use std::time::Duration;
 use serde_json::Value;
 
 mod common;
-use common::{TempDir, text};
+use common::pcap::*;
+use common::{TempDir, check_refused, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
-const ORIGINAL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../captures/seed002-two-writes.pcap"
-);
 const STALLS: usize = 9;
 const CLASS: &str = "nagle-delayed-ack";
-const SERVER_PORT: u16 = 8000;
 /// Stall times are printed in seconds with microsecond precision.
 const TOLERANCE: f64 = 1e-6 + 1e-9;
-
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-
-// ---------------------------------------------------------------------------------------------
-// The original capture, read by hand.
-// ---------------------------------------------------------------------------------------------
-
-/// One record of the shipped capture: a whole Ethernet frame.
-#[derive(Clone, Debug)]
-struct Record {
-    sec: u32,
-    usec: u32,
-    frame: Vec<u8>,
-}
-
-impl Record {
-    fn nanos(&self) -> u64 {
-        u64::from(self.sec) * 1_000_000_000 + u64::from(self.usec) * 1_000
-    }
-
-    fn micros(&self) -> u64 {
-        u64::from(self.sec) * 1_000_000 + u64::from(self.usec)
-    }
-}
-
-/// Reads the classic pcap records of the shipped file: 24-byte file header, then 16-byte
-/// record headers (seconds, microseconds, captured length, original length), little-endian.
-fn original_records() -> &'static [Record] {
-    static RECORDS: OnceLock<Vec<Record>> = OnceLock::new();
-    RECORDS.get_or_init(|| {
-        let bytes = fs::read(ORIGINAL).expect("read the shipped capture");
-        assert!(bytes.len() >= 24, "shipped capture too short");
-        assert_eq!(
-            bytes[..4],
-            [0xd4, 0xc3, 0xb2, 0xa1],
-            "little-endian microsecond pcap"
-        );
-        let le32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
-        assert_eq!(le32(20), 1, "shipped capture is Ethernet");
-        let mut records = Vec::new();
-        let mut at = 24;
-        while at < bytes.len() {
-            assert!(at + 16 <= bytes.len(), "record header cut at {at}");
-            let (sec, usec, caplen, origlen) =
-                (le32(at), le32(at + 4), le32(at + 8), le32(at + 12));
-            assert_eq!(caplen, origlen, "shipped capture holds whole frames");
-            let start = at + 16;
-            let end = start + caplen as usize;
-            assert!(end <= bytes.len(), "record data cut at {start}");
-            let frame = bytes[start..end].to_vec();
-            assert_eq!(
-                ether_type(&frame),
-                ETHERTYPE_IPV4,
-                "shipped frames are IPv4"
-            );
-            records.push(Record { sec, usec, frame });
-            at = end;
-        }
-        assert!(!records.is_empty());
-        records
-    })
-}
-
-fn ether_type(frame: &[u8]) -> u16 {
-    u16::from_be_bytes([frame[12], frame[13]])
-}
-
-// ---------------------------------------------------------------------------------------------
-// Byte writers.
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug)]
-enum Endian {
-    Little,
-    Big,
-}
-
-/// A byte buffer whose integers are written in one byte order.
-struct Buf {
-    endian: Endian,
-    bytes: Vec<u8>,
-}
-
-impl Buf {
-    fn new(endian: Endian) -> Self {
-        Buf {
-            endian,
-            bytes: Vec::new(),
-        }
-    }
-
-    fn u16(&mut self, v: u16) -> &mut Self {
-        let b = match self.endian {
-            Endian::Little => v.to_le_bytes(),
-            Endian::Big => v.to_be_bytes(),
-        };
-        self.bytes.extend_from_slice(&b);
-        self
-    }
-
-    fn u32(&mut self, v: u32) -> &mut Self {
-        let b = match self.endian {
-            Endian::Little => v.to_le_bytes(),
-            Endian::Big => v.to_be_bytes(),
-        };
-        self.bytes.extend_from_slice(&b);
-        self
-    }
-
-    fn u64(&mut self, v: u64) -> &mut Self {
-        let b = match self.endian {
-            Endian::Little => v.to_le_bytes(),
-            Endian::Big => v.to_be_bytes(),
-        };
-        self.bytes.extend_from_slice(&b);
-        self
-    }
-
-    fn raw(&mut self, b: &[u8]) -> &mut Self {
-        self.bytes.extend_from_slice(b);
-        self
-    }
-
-    /// Zero bytes up to the next multiple of 4.
-    fn pad4(&mut self) -> &mut Self {
-        while self.bytes.len() % 4 != 0 {
-            self.bytes.push(0);
-        }
-        self
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Classic pcap.
@@ -227,75 +91,6 @@ fn pcap_with_frames(link_type: u32, frame: impl Fn(&Record) -> Vec<u8>) -> Vec<u
 // ---------------------------------------------------------------------------------------------
 // pcapng.
 // ---------------------------------------------------------------------------------------------
-
-const SHB: u32 = 0x0a0d_0d0a;
-const IDB: u32 = 1;
-const NRB: u32 = 4;
-const ISB: u32 = 5;
-const EPB: u32 = 6;
-
-/// A block: type, total length, body padded to 4 bytes, total length again.
-fn ng_block(endian: Endian, block_type: u32, body: &[u8]) -> Vec<u8> {
-    let padded = body.len().div_ceil(4) * 4;
-    let total = (12 + padded) as u32;
-    let mut out = Buf::new(endian);
-    out.u32(block_type).u32(total).raw(body).pad4().u32(total);
-    out.bytes
-}
-
-fn ng_section_header(endian: Endian) -> Vec<u8> {
-    let mut body = Buf::new(endian);
-    body.u32(0x1a2b_3c4d) // byte-order magic
-        .u16(1)
-        .u16(0)
-        .u64(u64::MAX); // section length unknown
-    ng_block(endian, SHB, &body.bytes)
-}
-
-/// An Interface Description Block; `tsresol` adds an if_tsresol option, `name` an if_name one.
-fn ng_interface(
-    endian: Endian,
-    link_type: u16,
-    tsresol: Option<u8>,
-    name: Option<&str>,
-) -> Vec<u8> {
-    let mut body = Buf::new(endian);
-    body.u16(link_type).u16(0).u32(262_144);
-    let mut any_option = false;
-    if let Some(name) = name {
-        body.u16(2)
-            .u16(name.len() as u16)
-            .raw(name.as_bytes())
-            .pad4();
-        any_option = true;
-    }
-    if let Some(resol) = tsresol {
-        body.u16(9).u16(1).raw(&[resol]).pad4();
-        any_option = true;
-    }
-    if any_option {
-        body.u16(0).u16(0); // opt_endofopt
-    }
-    ng_block(endian, IDB, &body.bytes)
-}
-
-fn ng_enhanced_packet(
-    endian: Endian,
-    if_id: u32,
-    units: u64,
-    orig_len: u32,
-    data: &[u8],
-) -> Vec<u8> {
-    let mut body = Buf::new(endian);
-    body.u32(if_id)
-        .u32((units >> 32) as u32)
-        .u32(units as u32)
-        .u32(data.len() as u32)
-        .u32(orig_len)
-        .raw(data)
-        .pad4();
-    ng_block(endian, EPB, &body.bytes)
-}
 
 /// A Name Resolution Block mapping 127.0.0.1 to "localhost".
 fn ng_name_resolution(endian: Endian) -> Vec<u8> {
@@ -675,9 +470,9 @@ fn pcapng_little_endian_two_interfaces_with_ignored_blocks() {
         }
         let block = if i % 2 == 0 {
             let data = Link::LinuxSll2.wrap(&r.frame);
-            ng_enhanced_packet(e, 0, r.nanos(), data.len() as u32, &data)
+            ng_enhanced_packet(e, 0, r.nanos(), &data)
         } else {
-            ng_enhanced_packet(e, 1, r.micros(), r.frame.len() as u32, &r.frame)
+            ng_enhanced_packet(e, 1, r.micros(), &r.frame)
         };
         bytes.extend(block);
     }
@@ -691,13 +486,7 @@ fn pcapng_big_endian_one_interface() {
     let mut bytes = ng_section_header(e);
     bytes.extend(ng_interface(e, 1, None, Some("lo")));
     for r in original_records() {
-        bytes.extend(ng_enhanced_packet(
-            e,
-            0,
-            r.micros(),
-            r.frame.len() as u32,
-            &r.frame,
-        ));
+        bytes.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
     }
     assert_eq!(bytes[8..12], [0x1a, 0x2b, 0x3c, 0x4d]);
     check_variant("pcapng_be_one_iface", &bytes, "pcapng", Family::V4);
@@ -719,13 +508,7 @@ fn pcapng_timestamp_offset_in_both_byte_orders() {
         bytes.extend(ng_block(e, IDB, &idb.bytes));
         for r in original_records() {
             let units = r.micros() - OFFSET_SECS * 1_000_000;
-            bytes.extend(ng_enhanced_packet(
-                e,
-                0,
-                units,
-                r.frame.len() as u32,
-                &r.frame,
-            ));
+            bytes.extend(ng_enhanced_packet(e, 0, units, &r.frame));
         }
         let dir = TempDir::new("capture-formats", "pcapng_tsoffset");
         let path = dir.write("offset.pcapng", &bytes);
@@ -864,32 +647,7 @@ fn assert_refused(test: &str, bytes: &[u8], needles: &[&str]) {
     let dir = TempDir::new("capture-formats", test);
     let path = dir.write(&format!("{test}.pcap"), bytes);
     let out = run(&["analyze", path.to_str().unwrap()]);
-    let stderr = text(&out.stderr);
-    assert!(!stderr.contains("panicked"), "{test}: panic:\n{stderr}");
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{test}: exit status; stderr:\n{stderr}"
-    );
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "{test}: one line on stderr, got:\n{stderr}");
-    assert!(
-        lines[0].starts_with("tcpstall: error:"),
-        "{test}: stderr line: {}",
-        lines[0]
-    );
-    for needle in needles {
-        assert!(
-            lines[0].contains(needle),
-            "{test}: stderr does not mention {needle:?}: {}",
-            lines[0]
-        );
-    }
-    assert!(
-        out.stdout.is_empty(),
-        "{test}: stdout:\n{}",
-        text(&out.stdout)
-    );
+    check_refused(&out, test, needles);
 }
 
 #[test]

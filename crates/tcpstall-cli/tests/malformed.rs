@@ -20,27 +20,20 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{TempDir, text};
+use common::pcap::*;
+use common::{TempDir, check_refused, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
-const ORIGINAL: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../captures/seed002-two-writes.pcap"
-);
 const REGRESSIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/regressions");
 /// The shipped capture: 57 packets, one connection, 9 Nagle x delayed-ACK stalls.
 const PACKETS: u64 = 57;
 const STALLS: u64 = 9;
-const SERVER_PORT: u16 = 8000;
 /// libpcap's MAXIMUM_SNAPLEN, the documented record limit.
 const MAX_RECORD: u32 = 262_144;
 /// The documented pcapng block limit.
 const MAX_BLOCK: u32 = 16 << 20;
 
-const LINK_ETHERNET: u32 = 1;
 const LINK_RAW: u32 = 101;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
 
 const FIN: u8 = 0x01;
 const SYN: u8 = 0x02;
@@ -49,96 +42,12 @@ const PSH: u8 = 0x08;
 const ACK: u8 = 0x10;
 
 // ---------------------------------------------------------------------------------------------
-// The shipped capture, read by hand.
+// The shipped capture, and encoders for classic pcap and pcapng.
 // ---------------------------------------------------------------------------------------------
-
-/// One record of the shipped capture: a whole Ethernet frame (IPv4, TCP).
-#[derive(Clone, Debug)]
-struct Record {
-    sec: u32,
-    usec: u32,
-    frame: Vec<u8>,
-}
-
-impl Record {
-    fn micros(&self) -> u64 {
-        u64::from(self.sec) * 1_000_000 + u64::from(self.usec)
-    }
-
-    fn set_micros(&mut self, micros: u64) {
-        self.sec = (micros / 1_000_000) as u32;
-        self.usec = (micros % 1_000_000) as u32;
-    }
-
-    /// Offset of the TCP header in the frame.
-    fn tcp_at(&self) -> usize {
-        14 + usize::from(self.frame[14] & 0x0f) * 4
-    }
-
-    fn src_port(&self) -> u16 {
-        let at = self.tcp_at();
-        u16::from_be_bytes([self.frame[at], self.frame[at + 1]])
-    }
-
-    fn sent_by_client(&self) -> bool {
-        self.src_port() != SERVER_PORT
-    }
-
-    fn flags(&self) -> u8 {
-        self.frame[self.tcp_at() + 13]
-    }
-
-    fn field(&self, at: usize) -> u32 {
-        let at = self.tcp_at() + at;
-        u32::from_be_bytes(self.frame[at..at + 4].try_into().unwrap())
-    }
-
-    fn set_field(&mut self, at: usize, value: u32) {
-        let at = self.tcp_at() + at;
-        self.frame[at..at + 4].copy_from_slice(&value.to_be_bytes());
-    }
-
-    fn payload_len(&self) -> usize {
-        let ip = &self.frame[14..];
-        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-        let tcp_header = usize::from(self.frame[self.tcp_at() + 12] >> 4) * 4;
-        total - (self.tcp_at() - 14) - tcp_header
-    }
-}
-
-fn original_bytes() -> &'static [u8] {
-    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
-    BYTES.get_or_init(|| fs::read(ORIGINAL).expect("read the shipped capture"))
-}
-
-/// The records of the shipped file: little-endian microsecond pcap, Ethernet.
-fn original_records() -> &'static [Record] {
-    static RECORDS: OnceLock<Vec<Record>> = OnceLock::new();
-    RECORDS.get_or_init(|| {
-        let bytes = original_bytes();
-        assert_eq!(
-            bytes[..4],
-            [0xd4, 0xc3, 0xb2, 0xa1],
-            "little-endian usec pcap"
-        );
-        let le32 = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
-        assert_eq!(le32(20), LINK_ETHERNET);
-        let mut records = Vec::new();
-        let mut at = 24;
-        while at < bytes.len() {
-            let (sec, usec, caplen) = (le32(at), le32(at + 4), le32(at + 8) as usize);
-            let frame = bytes[at + 16..at + 16 + caplen].to_vec();
-            assert_eq!(u16::from_be_bytes([frame[12], frame[13]]), ETHERTYPE_IPV4);
-            records.push(Record { sec, usec, frame });
-            at += 16 + caplen;
-        }
-        assert_eq!(records.len() as u64, PACKETS);
-        records
-    })
-}
 
 /// Byte offsets in the shipped file where each record ends.
 fn original_record_ends() -> Vec<usize> {
+    assert_eq!(original_records().len() as u64, PACKETS);
     let mut at = 24;
     original_records()
         .iter()
@@ -147,39 +56,6 @@ fn original_record_ends() -> Vec<usize> {
             at
         })
         .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Encoders: classic pcap and pcapng.
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug)]
-enum Endian {
-    Little,
-    Big,
-}
-
-impl Endian {
-    fn u16(self, v: u16) -> [u8; 2] {
-        match self {
-            Endian::Little => v.to_le_bytes(),
-            Endian::Big => v.to_be_bytes(),
-        }
-    }
-
-    fn u32(self, v: u32) -> [u8; 4] {
-        match self {
-            Endian::Little => v.to_le_bytes(),
-            Endian::Big => v.to_be_bytes(),
-        }
-    }
-
-    fn u64(self, v: u64) -> [u8; 8] {
-        match self {
-            Endian::Little => v.to_le_bytes(),
-            Endian::Big => v.to_be_bytes(),
-        }
-    }
 }
 
 /// A classic little-endian microsecond pcap file header.
@@ -213,66 +89,10 @@ fn pcap(link_type: u32, records: &[Record]) -> Vec<u8> {
     out
 }
 
-const SHB: u32 = 0x0a0d_0d0a;
-const IDB: u32 = 1;
-const OBSOLETE_PB: u32 = 2;
-const SPB: u32 = 3;
-const NRB: u32 = 4;
-const ISB: u32 = 5;
-const EPB: u32 = 6;
-
-/// A pcapng block: type, total length, body padded to 4 bytes, total length again.
-fn ng_block(e: Endian, block_type: u32, body: &[u8]) -> Vec<u8> {
-    let padded = body.len().div_ceil(4) * 4;
-    let total = (12 + padded) as u32;
-    let mut out = Vec::new();
-    out.extend_from_slice(&e.u32(block_type));
-    out.extend_from_slice(&e.u32(total));
-    out.extend_from_slice(body);
-    out.resize(8 + padded, 0);
-    out.extend_from_slice(&e.u32(total));
-    out
-}
-
-fn ng_section_header(e: Endian) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&e.u32(0x1a2b_3c4d));
-    body.extend_from_slice(&e.u16(1));
-    body.extend_from_slice(&e.u16(0));
-    body.extend_from_slice(&e.u64(u64::MAX));
-    ng_block(e, SHB, &body)
-}
-
-/// An Interface Description Block, with if_tsresol when given.
-fn ng_interface(e: Endian, link_type: u16, tsresol: Option<u8>) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&e.u16(link_type));
-    body.extend_from_slice(&e.u16(0));
-    body.extend_from_slice(&e.u32(MAX_RECORD));
-    if let Some(resol) = tsresol {
-        body.extend_from_slice(&e.u16(9));
-        body.extend_from_slice(&e.u16(1));
-        body.extend_from_slice(&[resol, 0, 0, 0]);
-        body.extend_from_slice(&[0; 4]); // opt_endofopt
-    }
-    ng_block(e, IDB, &body)
-}
-
-fn ng_enhanced_packet(e: Endian, if_id: u32, units: u64, data: &[u8]) -> Vec<u8> {
-    let mut body = Vec::new();
-    body.extend_from_slice(&e.u32(if_id));
-    body.extend_from_slice(&e.u32((units >> 32) as u32));
-    body.extend_from_slice(&e.u32(units as u32));
-    body.extend_from_slice(&e.u32(data.len() as u32));
-    body.extend_from_slice(&e.u32(data.len() as u32));
-    body.extend_from_slice(data);
-    ng_block(e, EPB, &body)
-}
-
 /// The shipped capture as pcapng: one Ethernet interface in microseconds.
 fn pcapng(e: Endian, records: &[Record]) -> Vec<u8> {
     let mut out = ng_section_header(e);
-    out.extend(ng_interface(e, 1, None));
+    out.extend(ng_interface(e, 1, None, None));
     for r in records {
         out.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
     }
@@ -446,32 +266,6 @@ fn assert_refused(test: &str, name: &str, bytes: &[u8], needles: &[&str]) -> Str
     check_refused(&out, test, needles)
 }
 
-fn check_refused(out: &Output, what: &str, needles: &[&str]) -> String {
-    let stderr = text(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{what}: exit status; stdout:\n{}\nstderr:\n{stderr}",
-        text(&out.stdout)
-    );
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "{what}: one line on stderr, got:\n{stderr}");
-    assert!(
-        lines[0].starts_with("tcpstall: error:"),
-        "{what}: {}",
-        lines[0]
-    );
-    for needle in needles {
-        assert!(
-            lines[0].contains(needle),
-            "{what}: stderr does not mention {needle:?}: {}",
-            lines[0]
-        );
-    }
-    assert!(out.stdout.is_empty(), "{what}: stdout not empty");
-    lines[0].to_string()
-}
-
 /// What the shipped capture reports: each stall's (start, duration).
 fn baseline_stalls() -> &'static [(f64, f64)] {
     static STARTS: OnceLock<Vec<(f64, f64)>> = OnceLock::new();
@@ -632,7 +426,7 @@ fn pcapng_cut_at_every_byte_of_the_first_five_blocks() {
     let records = &original_records()[..5];
     let bytes = pcapng(Endian::Little, records);
     let shb = ng_section_header(Endian::Little).len();
-    let idb = ng_interface(Endian::Little, 1, None).len();
+    let idb = ng_interface(Endian::Little, 1, None, None).len();
     // The interface block is not a packet: a cut inside it is a cut before any packet.
     let mut ends = Vec::new();
     let mut at = shb + idb;
@@ -744,7 +538,7 @@ fn zero_length_records_are_counted_and_skipped() {
     let records = original_records();
     let mut bytes = pcap_header(LINK_ETHERNET);
     let mut ng = ng_section_header(Endian::Big);
-    ng.extend(ng_interface(Endian::Big, 1, None));
+    ng.extend(ng_interface(Endian::Big, 1, None, None));
     for (i, r) in records.iter().enumerate() {
         if i % 10 == 5 {
             // An empty record, and one claiming a 60-byte packet of which none was kept.
@@ -1037,7 +831,7 @@ fn pcapng_unusual_but_valid_layouts() {
     let mut bytes = pcapng(Endian::Little, &records[..half]);
     let e = Endian::Big;
     bytes.extend(ng_section_header(e));
-    bytes.extend(ng_interface(e, 1, None));
+    bytes.extend(ng_interface(e, 1, None, None));
     for r in &records[half..] {
         let mut body = Vec::new();
         body.extend_from_slice(&e.u16(0));
@@ -1055,7 +849,7 @@ fn pcapng_unusual_but_valid_layouts() {
 
     // if_tsresol 0x94: units of 2^-20 s.
     let mut bytes = ng_section_header(e);
-    bytes.extend(ng_interface(e, 1, Some(0x80 | 20)));
+    bytes.extend(ng_interface(e, 1, Some(0x80 | 20), None));
     for r in records {
         let units = (u128::from(r.micros()) << 20) / 1_000_000;
         bytes.extend(ng_enhanced_packet(e, 0, units as u64, &r.frame));
@@ -1124,8 +918,8 @@ fn unknown_link_types() {
 
     let e = Endian::Little;
     let mut bytes = ng_section_header(e);
-    bytes.extend(ng_interface(e, 1, None));
-    bytes.extend(ng_interface(e, 147, None));
+    bytes.extend(ng_interface(e, 1, None, None));
+    bytes.extend(ng_interface(e, 147, None, None));
     for r in records {
         bytes.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
         bytes.extend(ng_enhanced_packet(e, 1, r.micros(), &r.frame));
