@@ -966,6 +966,43 @@ mod tests {
     }
 
     #[test]
+    fn the_last_segment_gives_back_what_it_was_given() {
+        assert!(LastSegment::default().get().is_none());
+        let full = PeerSegment {
+            packet: u64::MAX,
+            time: 1_767_225_600_123_456_789,
+            ack_advanced: true,
+            outstanding_before: 1 << 40,
+            outstanding_small_segment: true,
+            acked_data_time: Some(0),
+            acked_data_small: true,
+            acked_data_began_message: true,
+            tsval: Some(0),
+            tsval_is_new: true,
+            window_before: Some(0),
+            window_after: Some(65_535 << 14),
+        };
+        let empty = PeerSegment {
+            packet: 0,
+            time: -5,
+            ack_advanced: false,
+            outstanding_before: 0,
+            outstanding_small_segment: false,
+            acked_data_time: None,
+            acked_data_small: false,
+            acked_data_began_message: false,
+            tsval: None,
+            tsval_is_new: false,
+            window_before: None,
+            window_after: None,
+        };
+        for segment in [full, empty] {
+            let back = LastSegment::new(&segment).get();
+            assert_eq!(format!("{back:?}"), format!("{:?}", Some(segment)));
+        }
+    }
+
+    #[test]
     fn positions_are_relative_to_the_first_sequence_number() {
         let dir = Direction {
             started: true,
