@@ -110,6 +110,8 @@ mod block {
     pub const ENHANCED_PACKET: u32 = 6;
 }
 
+/// A section header block's type field: the same bytes in either byte order.
+const SECTION_HEADER_TYPE: [u8; 4] = block::SECTION_HEADER.to_be_bytes();
 /// The pcapng byte-order magic as it appears in a little-endian section.
 const BYTE_ORDER_MAGIC_LE: [u8; 4] = [0x4d, 0x3c, 0x2b, 0x1a];
 const BYTE_ORDER_MAGIC_BE: [u8; 4] = [0x1a, 0x2b, 0x3c, 0x4d];
@@ -309,7 +311,7 @@ impl CaptureReader {
         match self.format {
             CaptureFormat::Pcap => self.pcap_record_header,
             // A section header's length is in its own byte order, given after it.
-            CaptureFormat::PcapNg if data.get(..4) == Some(&[0x0a, 0x0d, 0x0d, 0x0a]) => 12,
+            CaptureFormat::PcapNg if data.get(..4) == Some(&SECTION_HEADER_TYPE) => 12,
             CaptureFormat::PcapNg => 8,
         }
     }
@@ -353,17 +355,12 @@ impl CaptureReader {
     /// The byte order of the pcapng block at the start of `data`: a section header's own
     /// (its byte-order magic), any other block's section's.
     fn block_byte_order(&self, data: &[u8]) -> Result<bool, CaptureError> {
-        if data[..4] != [0x0a, 0x0d, 0x0d, 0x0a] {
+        if data[..4] != SECTION_HEADER_TYPE {
             return Ok(self.section_big_endian);
         }
-        match <[u8; 4]>::try_from(&data[8..12]) {
-            Ok(BYTE_ORDER_MAGIC_LE) => Ok(false),
-            Ok(BYTE_ORDER_MAGIC_BE) => Ok(true),
-            _ => Err(self.corrupt(format!(
-                "a section header block here has byte-order magic {:02x} {:02x} {:02x} {:02x}, not 1a 2b 3c 4d in either order",
-                data[8], data[9], data[10], data[11]
-            ))),
-        }
+        section_byte_order(&data[8..12]).map_err(|bad| {
+            self.corrupt(format!("a section header block here has byte-order {bad}"))
+        })
     }
 
     /// Every classic pcap record already whole in the buffer, in order (each: seconds,
@@ -588,20 +585,24 @@ fn block_problem(data: &[u8], len: usize, big_endian: bool) -> String {
     }
 }
 
+/// Whether a section is big-endian, from its byte-order magic (4 bytes); when it is
+/// neither order, what the magic is instead.
+fn section_byte_order(magic: &[u8]) -> Result<bool, String> {
+    match <[u8; 4]>::try_from(magic) {
+        Ok(BYTE_ORDER_MAGIC_LE) => Ok(false),
+        Ok(BYTE_ORDER_MAGIC_BE) => Ok(true),
+        _ => Err(format!(
+            "magic {:02x} {:02x} {:02x} {:02x}, not 1a 2b 3c 4d in either order",
+            magic[0], magic[1], magic[2], magic[3]
+        )),
+    }
+}
+
 /// The length a pcapng file's first block, its section header, claims.
 fn section_header_len(head: &[u8]) -> Result<usize, CaptureError> {
-    let big_endian = match <[u8; 4]>::try_from(&head[8..12]) {
-        Ok(BYTE_ORDER_MAGIC_LE) => false,
-        Ok(BYTE_ORDER_MAGIC_BE) => true,
-        _ => {
-            return Err(CaptureError::NotACapture {
-                detail: format!(
-                    "its pcapng section header has byte-order magic {:02x} {:02x} {:02x} {:02x}, not 1a 2b 3c 4d in either order",
-                    head[8], head[9], head[10], head[11]
-                ),
-            });
-        }
-    };
+    let big_endian = section_byte_order(&head[8..12]).map_err(|bad| CaptureError::NotACapture {
+        detail: format!("its pcapng section header has byte-order {bad}"),
+    })?;
     let len = read_u32(&head[4..8], big_endian) as usize;
     if len < MIN_SECTION_HEADER_BYTES || len % 4 != 0 || len > MAX_BLOCK_BYTES {
         return Err(CaptureError::NotACapture {
@@ -666,7 +667,7 @@ fn detect_format(head: &[u8]) -> Result<CaptureFormat, CaptureError> {
     }
     let magic = [head[0], head[1], head[2], head[3]];
     let format = match magic {
-        [0x0a, 0x0d, 0x0d, 0x0a] => CaptureFormat::PcapNg,
+        SECTION_HEADER_TYPE => CaptureFormat::PcapNg,
         [0xa1, 0xb2, 0xcd, 0x34] => {
             return Err(CaptureError::Unsupported {
                 detail: "big-endian modified pcap (magic a1 b2 cd 34); convert it with `editcap -F pcap`".into(),
