@@ -106,12 +106,17 @@ impl Analysis {
     pub fn gaps_by_class(&self) -> [(u64, Nanos); 6] {
         let mut totals = self.unlisted.gaps_by_class;
         for c in &self.connections {
-            for (class, (count, duration)) in c.class_counts() {
-                totals[class.index()].0 += count as u64;
-                totals[class.index()].1 += duration;
-            }
+            add_gaps_by_class(&mut totals, c);
         }
         totals
+    }
+}
+
+/// Adds the gaps of `d`, listed and counted, to `totals` (count, duration) by class index.
+fn add_gaps_by_class(totals: &mut [(u64, Nanos); 6], d: &ConnectionDiagnosis) {
+    for (class, (count, duration)) in d.class_counts() {
+        totals[class.index()].0 += count as u64;
+        totals[class.index()].1 += duration;
     }
 }
 
@@ -153,10 +158,7 @@ impl UnlistedTotals {
         self.time_lost += d.time_lost;
         self.packets += d.packets;
         self.bytes += d.bytes_client_to_server + d.bytes_server_to_client;
-        for (class, (count, duration)) in d.class_counts() {
-            self.gaps_by_class[class.index()].0 += count as u64;
-            self.gaps_by_class[class.index()].1 += duration;
-        }
+        add_gaps_by_class(&mut self.gaps_by_class, d);
     }
 }
 
