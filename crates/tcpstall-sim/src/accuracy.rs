@@ -48,21 +48,21 @@ impl Accuracy {
 
 /// The share of what was reported that was real (1 when nothing was reported).
 pub fn precision(true_positives: usize, false_positives: usize) -> f64 {
-    let found = true_positives + false_positives;
-    if found == 0 {
-        1.0
-    } else {
-        true_positives as f64 / found as f64
-    }
+    share(true_positives, false_positives)
 }
 
 /// The share of what was real that was reported (1 when nothing was real).
 pub fn recall(true_positives: usize, false_negatives: usize) -> f64 {
-    let real = true_positives + false_negatives;
-    if real == 0 {
+    share(true_positives, false_negatives)
+}
+
+/// `hits` out of `hits + misses`; 1 when both are 0.
+fn share(hits: usize, misses: usize) -> f64 {
+    let all = hits + misses;
+    if all == 0 {
         1.0
     } else {
-        true_positives as f64 / real as f64
+        hits as f64 / all as f64
     }
 }
 
