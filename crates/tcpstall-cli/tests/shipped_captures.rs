@@ -245,6 +245,10 @@ fn top_limits_the_connections_shown_in_detail_and_totals_cover_all() {
     );
     assert!(text.contains("10 more connections with gaps"), "{text}");
     assert_eq!(shown(&["analyze", "--top", "5", file]).0, 5);
+    // With --all, connections without gaps may be among those not shown.
+    let (count, text) = shown(&["analyze", "--all", "--top", "5", file]);
+    assert_eq!(count, 5, "{text}");
+    assert!(text.contains("25 more connections, less severe"), "{text}");
     let (count, text) = shown(&["analyze", "--top", "0", file]);
     assert_eq!(count, 30, "{text}");
     assert!(!text.contains("more connection"), "{text}");

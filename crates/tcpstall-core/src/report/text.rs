@@ -111,10 +111,12 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
         render_connection(&mut out, c, origin, options);
     }
     if beyond_top > 0 {
+        // With --all, connections without gaps are among those shown, and beyond.
         let _ = writeln!(
             out,
-            "\n{beyond_top} more connection{} with gaps, less severe, not shown (--top 0 shows them)",
-            plural(beyond_top)
+            "\n{beyond_top} more connection{}{}, less severe, not shown (--top 0 shows them)",
+            plural(beyond_top),
+            if options.all { "" } else { " with gaps" }
         );
     }
     if quiet > 0 {
