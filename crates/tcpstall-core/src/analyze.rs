@@ -225,9 +225,7 @@ impl Collector {
                 continue;
             }
             for event in std::mem::take(&mut d.events) {
-                let entry = &mut d.unlisted[event.class.index()];
-                entry.0 += 1;
-                entry.1 += event.duration();
+                event.count_in(&mut d.unlisted);
             }
         }
         self.listed_gaps = listed;

@@ -145,6 +145,13 @@ impl StallEvent {
     pub fn duration(&self) -> Nanos {
         self.end - self.start
     }
+
+    /// Counts this gap, unlisted, in `unlisted`: (count, total duration) by class index.
+    pub fn count_in(&self, unlisted: &mut [(u64, Nanos); 6]) {
+        let entry = &mut unlisted[self.class.index()];
+        entry.0 += 1;
+        entry.1 += self.duration();
+    }
 }
 
 /// What was seen, kept so a person can check the verdict.

@@ -602,9 +602,7 @@ impl Connection {
                     self.listed[class.index()] += 1;
                     self.events.push(event);
                 } else {
-                    let entry = &mut self.unlisted[class.index()];
-                    entry.0 += 1;
-                    entry.1 += event.duration();
+                    event.count_in(&mut self.unlisted);
                 }
             }
         }
