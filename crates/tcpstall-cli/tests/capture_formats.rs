@@ -19,7 +19,7 @@ use serde_json::Value;
 
 mod common;
 use common::pcap::*;
-use common::{TempDir, check_refused, text};
+use common::{TempDir, check_refused, parse_report, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
 const STALLS: usize = 9;
@@ -267,19 +267,7 @@ fn run(args: &[&str]) -> Output {
 /// Runs `tcpstall analyze --json` on a file that must be analysed successfully.
 fn analyze_json(path: &Path) -> Value {
     let out = run(&["analyze", "--json", path.to_str().unwrap()]);
-    parse_success(&out, &path.display().to_string())
-}
-
-fn parse_success(out: &Output, what: &str) -> Value {
-    let stderr = text(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{what}: exit status {:?}, stderr:\n{stderr}",
-        out.status.code()
-    );
-    assert!(!stderr.contains("panicked"), "{what}: panic:\n{stderr}");
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}):\n{}", text(&out.stdout)))
+    parse_report(&out, &path.display().to_string())
 }
 
 /// What the original capture reports: the client port and each stall's (start, duration).
@@ -633,7 +621,7 @@ fn stdin_in_small_chunks() {
     });
     let out = child.wait_with_output().expect("wait for tcpstall");
     writer.join().expect("writer thread");
-    let report = parse_success(&out, "stdin");
+    let report = parse_report(&out, "stdin");
     assert_eq!(report["input"]["source"], "stdin");
     assert_same_verdicts(&report, "stdin", "pcap", Family::V4);
 }

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 mod common;
 use common::pcap::*;
-use common::{TempDir, check_refused, text};
+use common::{TempDir, check_refused, parse_report, parse_report_with_open_bugs, text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
 const REGRESSIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/regressions");
@@ -201,54 +201,6 @@ fn run(args: &[&str]) -> Output {
 fn analyze_json(path: &Path) -> Value {
     let out = run(&["analyze", "--json", path.to_str().unwrap()]);
     parse_report(&out, &path.display().to_string())
-}
-
-fn parse_report(out: &Output, what: &str) -> Value {
-    let stderr = text(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{what}: exit status; stderr:\n{stderr}"
-    );
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}):\n{}", text(&out.stdout)));
-    assert_no_negative_numbers(&report, what, "$", &[]);
-    report
-}
-
-/// No time, duration or count in a report is ever negative (or not a number), except
-/// in the fields named in `open_bugs` (known bugs, each with an ignored test).
-fn assert_no_negative_numbers(value: &Value, what: &str, at: &str, open_bugs: &[&str]) {
-    match value {
-        Value::Number(n) => {
-            let v = n.as_f64().unwrap();
-            let excused = open_bugs.iter().any(|field| at.ends_with(field));
-            assert!(
-                v.is_finite() && (v >= 0.0 || excused),
-                "{what}: {at} is {v}"
-            );
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                assert_no_negative_numbers(item, what, &format!("{at}[{i}]"), open_bugs);
-            }
-        }
-        Value::Object(fields) => {
-            for (key, item) in fields {
-                assert_no_negative_numbers(item, what, &format!("{at}.{key}"), open_bugs);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Like [`parse_report`], tolerating negative values in the fields of known open bugs.
-fn parse_report_with_open_bugs(out: &Output, what: &str, open_bugs: &[&str]) -> Value {
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{what}: stderr:\n{stderr}");
-    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
-    assert_no_negative_numbers(&report, what, "$", open_bugs);
-    report
 }
 
 /// Writes `bytes`, runs `tcpstall analyze --json` on it and returns the report.

@@ -7,6 +7,8 @@ pub mod pcap;
 use std::fs;
 use std::path::PathBuf;
 use std::process::Output;
+
+use serde_json::Value;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A directory of its own for one test, removed when the test ends (passing or not).
@@ -71,4 +73,51 @@ pub fn check_refused(out: &Output, what: &str, needles: &[&str]) -> String {
     }
     assert!(out.stdout.is_empty(), "{what}: stdout not empty");
     lines[0].to_string()
+}
+
+/// The JSON report of a run that must succeed (exit status 0, no panic), with no
+/// negative number in it.
+pub fn parse_report(out: &Output, what: &str) -> Value {
+    parse_report_with_open_bugs(out, what, &[])
+}
+
+/// Like [`parse_report`], tolerating negative values in the fields of known open bugs.
+pub fn parse_report_with_open_bugs(out: &Output, what: &str, open_bugs: &[&str]) -> Value {
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{what}: panic:\n{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: exit status; stderr:\n{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: output is not JSON ({e}):\n{}", text(&out.stdout)));
+    assert_no_negative_numbers(&report, what, "$", open_bugs);
+    report
+}
+
+/// No time, duration or count in a report is ever negative (or not a number), except
+/// in the fields named in `open_bugs` (known bugs, each with an ignored test).
+pub fn assert_no_negative_numbers(value: &Value, what: &str, at: &str, open_bugs: &[&str]) {
+    match value {
+        Value::Number(n) => {
+            let v = n.as_f64().unwrap();
+            let excused = open_bugs.iter().any(|field| at.ends_with(field));
+            assert!(
+                v.is_finite() && (v >= 0.0 || excused),
+                "{what}: {at} is {v}"
+            );
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                assert_no_negative_numbers(item, what, &format!("{at}[{i}]"), open_bugs);
+            }
+        }
+        Value::Object(fields) => {
+            for (key, item) in fields {
+                assert_no_negative_numbers(item, what, &format!("{at}.{key}"), open_bugs);
+            }
+        }
+        _ => {}
+    }
 }
