@@ -62,6 +62,9 @@ pub struct SideConfig {
     pub delack_ms: Option<f64>,
     /// Override the Nagle variant: "classic", "minshall", "off".
     pub nagle: Option<String>,
+    /// How this side's application reads what arrives.
+    #[serde(flatten)]
+    pub reader: ReaderConfig,
 }
 
 impl Default for SideConfig {
@@ -72,8 +75,28 @@ impl Default for SideConfig {
             mss: None,
             delack_ms: None,
             nagle: None,
+            reader: ReaderConfig::default(),
         }
     }
+}
+
+/// How an application reads: by default at once and everything, so the receive window
+/// never closes. A slow or small reader lets the window close (the look-alikes of a
+/// delayed ACK: zero window, persist probes, window updates when it reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReaderConfig {
+    /// SO_RCVBUF: the receive buffer, bytes; the window advertised is what is free in it.
+    /// None: large enough never to limit.
+    pub rcvbuf: Option<u32>,
+    /// The application reads at most this many bytes per call. None: all that is there.
+    pub read_bytes: Option<u32>,
+    /// At most one read per this many milliseconds (a slow consumer). 0: no limit.
+    pub read_interval_ms: f64,
+    /// The application wakes this long after data arrives and reads all that is there
+    /// then (scheduling latency): responses that arrive close together are read in one
+    /// call. 0: it reads each arrival at once.
+    pub read_delay_ms: f64,
 }
 
 /// The path between the two endpoints.
@@ -94,6 +117,12 @@ pub struct LinkConfig {
     pub seed: u64,
     /// Link MTU: the MSS is this less 40 bytes of IPv4 and TCP headers.
     pub mtu: u32,
+    /// A bottleneck of this many bits per second between the capture point and the far
+    /// endpoint, in both directions, with a FIFO queue: a queue that grows delays the
+    /// ACKs queued behind data. None: no bottleneck beyond `bandwidth_bps`.
+    pub bottleneck_bps: Option<f64>,
+    /// Packets the bottleneck queue holds before it drops (tail drop).
+    pub bottleneck_queue_packets: u32,
 }
 
 impl Default for LinkConfig {
@@ -107,6 +136,8 @@ impl Default for LinkConfig {
             loss: 0.0,
             seed: 1,
             mtu: 1500,
+            bottleneck_bps: None,
+            bottleneck_queue_packets: 1000,
         }
     }
 }
@@ -128,6 +159,9 @@ pub struct WorkloadConfig {
     pub client_think_ms: f64,
     /// Time between the writes of one message (0: back to back).
     pub write_gap_ms: f64,
+    /// For `periodic`: the client writes a request every this many milliseconds, on its
+    /// own clock, whether or not earlier ones were acknowledged or answered.
+    pub period_ms: f64,
 }
 
 impl Default for WorkloadConfig {
@@ -141,6 +175,7 @@ impl Default for WorkloadConfig {
             server_think_ms: 0.0,
             client_think_ms: 0.0,
             write_gap_ms: 0.0,
+            period_ms: 0.0,
         }
     }
 }
@@ -191,6 +226,11 @@ pub struct ScenarioFile {
     pub link: LinkConfig,
     pub workload: WorkloadConfig,
     pub capture: Option<String>,
+    /// The capture point's host merges segments as segmentation offload does (TSO for
+    /// what it sends, GRO for what it receives): records larger than the MSS.
+    pub capture_offload: bool,
+    /// Share of the packets the capture point misses (they still cross the link).
+    pub capture_miss: f64,
 }
 
 /// The named application patterns, with their defaults.
@@ -225,6 +265,14 @@ pub const PATTERNS: &[(&str, &str)] = &[
         "interactive",
         "one-byte keystrokes every 150 ms, each echoed; no request waits on another",
     ),
+    (
+        "periodic",
+        "54-byte messages every `period_ms` (20 ms) on the client's own clock, no reply; a meter streaming readings",
+    ),
+    (
+        "stream",
+        "one-way: the client writes `request` (64 KiB) over and over, no reply; with a slow reader the window closes",
+    ),
     ("custom", "`request` and `response` write sizes as given"),
 ];
 
@@ -242,7 +290,11 @@ pub struct Scenario {
     pub server_think: Nanos,
     pub client_think: Nanos,
     pub write_gap: Nanos,
+    /// For `periodic`: the client's write period.
+    pub period: Nanos,
     pub capture: CapturePoint,
+    pub capture_offload: bool,
+    pub capture_miss: f64,
 }
 
 /// One resolved side: its profile with overrides applied, and its options.
@@ -252,6 +304,29 @@ pub struct Side {
     pub options: SocketOptions,
     /// The MSS option this side announces.
     pub announced_mss: u32,
+    pub reader: Reader,
+}
+
+/// A resolved [`ReaderConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reader {
+    pub rcvbuf: Option<u32>,
+    pub read_bytes: Option<u32>,
+    pub read_interval: Nanos,
+    pub read_delay: Nanos,
+}
+
+impl Reader {
+    /// Reads everything at once into an unlimited buffer: the window never closes.
+    pub fn is_eager(&self) -> bool {
+        *self
+            == Reader {
+                rcvbuf: None,
+                read_bytes: None,
+                read_interval: 0,
+                read_delay: 0,
+            }
+    }
 }
 
 fn millis_to_nanos(ms: f64) -> Nanos {
@@ -307,6 +382,8 @@ impl ScenarioFile {
             "proxy-split" => (vec![1424, 1176], vec![5], 1, 20),
             "http-keepalive" => (vec![90], vec![180, 320], 1, 20),
             "interactive" => (vec![1], vec![1], 1, 20),
+            "periodic" => (vec![54], vec![1], 1, 50),
+            "stream" => (vec![65_536], vec![1], 1, 16),
             "custom" => (Vec::new(), Vec::new(), 1, 10),
             other => {
                 let names: Vec<&str> = PATTERNS.iter().map(|(n, _)| *n).collect();
@@ -365,6 +442,35 @@ impl ScenarioFile {
             Some(text) => CapturePoint::parse(text)?,
             None => CapturePoint::Client,
         };
+        if !(0.0..1.0).contains(&self.capture_miss) {
+            return Err(ScenarioError::Invalid(format!(
+                "capture_miss must be in [0, 1), got {}",
+                self.capture_miss
+            )));
+        }
+        if let Some(bps) = link.bottleneck_bps
+            && !(bps > 0.0 && bps.is_finite())
+        {
+            return Err(ScenarioError::Invalid(
+                "link bottleneck_bps must be positive".into(),
+            ));
+        }
+        if !(1..=1_000_000).contains(&link.bottleneck_queue_packets) {
+            return Err(ScenarioError::Invalid(format!(
+                "link bottleneck_queue_packets must be 1 to 1000000, got {}",
+                link.bottleneck_queue_packets
+            )));
+        }
+        let mut period = millis_to_nanos(w.period_ms);
+        if !(0.0..=600_000.0).contains(&w.period_ms) {
+            return Err(ScenarioError::Invalid(format!(
+                "period_ms must be between 0 and 600000, got {}",
+                w.period_ms
+            )));
+        }
+        if w.pattern == "periodic" && period == 0 {
+            period = 20 * NANOS_PER_MILLI;
+        }
         Ok(Scenario {
             client: resolve_side(&self.client, link.mtu)?,
             server: resolve_side(&self.server, link.mtu)?,
@@ -377,7 +483,10 @@ impl ScenarioFile {
             server_think: millis_to_nanos(w.server_think_ms.max(0.0)),
             client_think,
             write_gap: millis_to_nanos(w.write_gap_ms.clamp(0.0, 60_000.0)),
+            period,
             capture,
+            capture_offload: self.capture_offload,
+            capture_miss: self.capture_miss,
         })
     }
 }
@@ -431,5 +540,39 @@ fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, ScenarioError> {
         profile,
         options: config.options,
         announced_mss,
+        reader: resolve_reader(&config.reader)?,
+    })
+}
+
+fn resolve_reader(config: &ReaderConfig) -> Result<Reader, ScenarioError> {
+    if let Some(bytes) = config.rcvbuf
+        && !(256..=1 << 30).contains(&bytes)
+    {
+        return Err(ScenarioError::Invalid(format!(
+            "rcvbuf must be 256 bytes to 1 GiB, got {bytes}"
+        )));
+    }
+    if let Some(bytes) = config.read_bytes
+        && !(1..=1 << 30).contains(&bytes)
+    {
+        return Err(ScenarioError::Invalid(format!(
+            "read_bytes must be 1 byte to 1 GiB, got {bytes}"
+        )));
+    }
+    for (what, ms) in [
+        ("read_interval_ms", config.read_interval_ms),
+        ("read_delay_ms", config.read_delay_ms),
+    ] {
+        if !(0.0..=60_000.0).contains(&ms) {
+            return Err(ScenarioError::Invalid(format!(
+                "{what} must be between 0 and 60000, got {ms}"
+            )));
+        }
+    }
+    Ok(Reader {
+        rcvbuf: config.rcvbuf,
+        read_bytes: config.read_bytes,
+        read_interval: millis_to_nanos(config.read_interval_ms),
+        read_delay: millis_to_nanos(config.read_delay_ms),
     })
 }
