@@ -6,17 +6,21 @@
 //! capture"):
 //!
 //! - X retransmitted: `retransmission-timeout`.
-//! - X sent as soon as a pure ACK from Y reached it, and that ACK came one delayed-ACK
-//!   timer after the data it acknowledged: `nagle-delayed-ack` when what X then sent is
-//!   smaller than the MSS (only Nagle holds sub-MSS data behind unacknowledged data), or
-//!   `delayed-ack` when it is full-sized (a window or congestion limit held it).
+//! - X sent as soon as a pure ACK from Y reached it, and a timer held that ACK:
+//!   `nagle-delayed-ack` when Nagle could have held what X sent (a sub-MSS segment, a
+//!   sender seen applying Nagle), or `delayed-ack` when something else held it (the
+//!   congestion window, or the sender's own ACK clock).
 //! - Y's window was closed or too small, and the ACK that released X opened it:
 //!   `receiver-window`.
-//! - X sent with nothing from Y to wait for: `app-think-time`.
-//! - X sent right after an ACK that explains nothing: `unexplained`.
+//! - X sent with nothing from Y to wait for, or on its own clock: `app-think-time`.
+//! - X sent right after an ACK, but the capture cannot show what held it: `unexplained`.
+//!
+//! Every link of a stall's chain must hold in the capture ([`crate::evidence`]); the
+//! links that held are named in [`Evidence::basis`], the first that failed too.
 
 use serde::Serialize;
 
+use crate::evidence::{self, AckTiming, Release};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
 /// The six names a gap can get.
@@ -154,6 +158,32 @@ impl StallEvent {
     }
 }
 
+/// How firmly the capture supports a stall.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confidence {
+    /// Not a stall, or nothing to rate.
+    #[default]
+    None,
+    /// TSecr proves the data left after the ACK arrived, but later than the round trip.
+    Low,
+    /// Timing alone: the data left one round trip after the ACK.
+    Medium,
+    /// TSecr proves the order and the timing agrees.
+    High,
+}
+
+impl Confidence {
+    pub fn name(self) -> &'static str {
+        match self {
+            Confidence::None => "none",
+            Confidence::Low => "low",
+            Confidence::Medium => "medium",
+            Confidence::High => "high",
+        }
+    }
+}
+
 /// What was seen, kept so a person can check the verdict.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Evidence {
@@ -161,16 +191,22 @@ pub struct Evidence {
     pub data_before_packet: u64,
     pub ack_packet: Option<u64>,
     pub data_after_packet: u64,
-    /// Size of the segment that ended the gap, and the sender's MSS.
+    /// Size of the segment that ended the gap, and the sender's full segment size (its
+    /// MSS, or the smaller segment limit it was seen keeping to).
     pub released_segment_bytes: u32,
     pub sender_mss: u32,
     /// Unacknowledged bytes of the sender just before the releasing ACK.
     pub outstanding_bytes: u64,
     /// Whether a sub-MSS segment was among them (Minshall's variant holds only then).
     pub outstanding_small_segment: bool,
+    /// Bytes the releasing ACK acknowledged.
+    pub acked_bytes: u64,
     /// Time from the releasing ACK to the released data, as seen at the capture point.
     #[serde(serialize_with = "optional_seconds")]
     pub reaction: Option<Nanos>,
+    /// The round trip from the capture point to the sender that the reaction is held to.
+    #[serde(serialize_with = "optional_seconds")]
+    pub sender_round_trip: Option<Nanos>,
     /// The released segment's TSecr echoes the releasing ACK's TSval: it provably left
     /// after that ACK reached the sender (RFC 7323). None when timestamps are off.
     pub tsecr_echoes_ack: Option<bool>,
@@ -179,6 +215,11 @@ pub struct Evidence {
     pub window_after: Option<u64>,
     /// The gap ended with a retransmission.
     pub retransmission: bool,
+    /// How firmly the capture supports a stall.
+    pub confidence: Confidence,
+    /// The links of the chain that held, in order, and the first that did not: the
+    /// names are listed in docs/json-schema.md.
+    pub basis: Vec<&'static str>,
 }
 
 fn optional_seconds<S: serde::Serializer>(
@@ -200,20 +241,47 @@ pub struct GapContext {
     pub data_after_packet: u64,
     /// The side whose segment ends the gap.
     pub sender: usize,
+    /// The MSS the sender may use, and its full segment size (the MSS, or a smaller
+    /// segment limit it was seen keeping to).
     pub sender_mss: u32,
+    pub sender_full_size: u32,
     pub segment_bytes: u32,
     pub segment_is_retransmission: bool,
     pub segment_tsecr: Option<u32>,
     /// The data before the gap came from the sender itself (it was simply slow to go on).
     pub data_before_from_sender: bool,
+    /// When the sender's previous data segment was captured.
+    pub sender_previous_data: Option<Nanos>,
+    /// When the sender's own ACK of the data before the gap was captured, if it sent
+    /// one inside the gap: the data had reached it by then.
+    pub sender_acked_peer_at: Option<Nanos>,
     /// Round trip from the capture point to each side and back (index: side).
     pub path_rtt: [Nanos; 2],
+    /// The same, measured on the path alone (handshake, pure ACKs), where it was: the
+    /// floor no reaction can go below. A round trip measured on an ACK riding on data
+    /// includes the application and is no floor.
+    pub path_floor: [Option<Nanos>; 2],
+    /// The step of the capture's clock (1 us for most captures, 1 ms for some).
+    pub clock_granularity: Nanos,
+    /// The round trip of a prompt ACK from the other side for the same flight of data:
+    /// what the path, queue included, took then.
+    pub prompt_round_trip: Option<Nanos>,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
     /// The other side advertised a zero window during the gap.
     pub peer_zero_window: bool,
     /// Full-sized segments in the sender's current message so far.
     pub block_full_segments: u32,
+    /// Data the sender sent in the same burst right after the segment ending the gap,
+    /// where that burst ended (sequence position), and whether its last segment was
+    /// smaller than the full size.
+    pub burst_bytes: u64,
+    pub burst_end: u64,
+    pub burst_ends_with_small: bool,
+    /// The sender was seen not applying Nagle by the time the gap ended.
+    pub sender_nagle_off: bool,
+    /// The sender's data follows its own clock rather than the ACKs.
+    pub sender_on_own_clock: bool,
 }
 
 /// The other side's last segment inside a gap.
@@ -221,10 +289,19 @@ pub struct GapContext {
 pub struct PeerSegment {
     pub packet: u64,
     pub time: Nanos,
+    /// When the peer's segment before this one was captured: it did not acknowledge the
+    /// data this one did, so that data reached the peer after it left.
+    pub previous_time: Option<Nanos>,
     /// It acknowledged sender data not acknowledged before.
     pub ack_advanced: bool,
+    /// The sender's first unacknowledged byte before it (sequence position), its
+    /// unacknowledged bytes, and how many of them it acknowledged.
+    pub snd_una_before: u64,
     pub outstanding_before: u64,
+    pub newly_acked: u64,
     pub outstanding_small_segment: bool,
+    /// A sub-MSS segment of the sender was still unacknowledged after it.
+    pub small_outstanding_after: bool,
     /// When the newest sender data it acknowledged was seen, and whether that was small.
     pub acked_data_time: Option<Nanos>,
     pub acked_data_small: bool,
@@ -240,7 +317,6 @@ pub struct PeerSegment {
 /// Names the cause of one gap, or returns `None` when the gap is only the path's round
 /// trip (no delay beyond it reaches the threshold).
 pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEvent> {
-    let gap = ctx.gap_end - ctx.gap_start;
     let peer = 1 - ctx.sender;
     let mut event = StallEvent {
         class: StallClass::Unexplained,
@@ -249,7 +325,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
         sender: ctx.sender,
         holder: None,
         delayer: None,
-        held_bytes: u64::from(ctx.segment_bytes),
+        held_bytes: u64::from(ctx.segment_bytes) + ctx.burst_bytes,
         ack_time: None,
         ack_delay: None,
         idle: None,
@@ -258,7 +334,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
             data_before_packet: ctx.data_before_packet,
             data_after_packet: ctx.data_after_packet,
             released_segment_bytes: ctx.segment_bytes,
-            sender_mss: ctx.sender_mss,
+            sender_mss: ctx.sender_full_size,
             retransmission: ctx.segment_is_retransmission,
             ..Evidence::default()
         },
@@ -267,97 +343,136 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     if ctx.segment_is_retransmission {
         event.class = StallClass::RetransmissionTimeout;
         event.holder = Some(ctx.sender);
+        event.evidence.basis.push("retransmission");
         return Some(event);
     }
-
-    let released = ctx
-        .last_from_peer
-        .as_ref()
-        .filter(|ack| sent_on_arrival(ctx, ack, config));
-    let Some(ack) = released else {
-        return app_think_time(ctx, config, event);
+    let Some(ack) = &ctx.last_from_peer else {
+        return idle_sender(ctx, config, event);
     };
-    event.ack_time = Some(ack.time);
-    event.evidence.ack_packet = Some(ack.packet);
-    event.evidence.reaction = Some(ctx.gap_end - ack.time);
-    event.evidence.outstanding_bytes = ack.outstanding_before;
-    event.evidence.outstanding_small_segment = ack.outstanding_small_segment;
-    event.evidence.window_before = ack.window_before;
-    event.evidence.window_after = ack.window_after;
-    event.evidence.tsecr_echoes_ack = match (ctx.segment_tsecr, ack.tsval) {
-        (Some(ecr), Some(val)) => Some(ecr == val && ack.tsval_is_new),
-        _ => None,
-    };
+    record_ack(ctx, ack, &mut event);
+    let basis = &mut event.evidence.basis;
 
-    if window_held_sender(ctx, ack) {
+    // Link 1: the ACK released the data.
+    let release = evidence::release_by(ctx, ack, config);
+    match release {
+        Release::NotReleased(why) => {
+            basis.push(why);
+            return idle_sender(ctx, config, event);
+        }
+        Release::Proven => basis.extend(["tsecr-echoes-ack", "left-on-ack-arrival"]),
+        Release::OnTime => basis.push("left-on-ack-arrival"),
+        Release::Late { proven: true } => basis.extend(["tsecr-echoes-ack", "left-late"]),
+        Release::Late { proven: false } => basis.push("left-late"),
+    }
+    if ctx.segment_bytes == 0 {
+        // A bare FIN: the application closed; no data waited.
+        basis.push("bare-fin");
+        return idle_sender(ctx, config, event);
+    }
+
+    // Link 2: not the window.
+    if let Some(why) = evidence::window_limited(ctx, ack) {
+        basis.push(why);
         event.class = StallClass::ReceiverWindow;
         event.holder = Some(ctx.sender);
         event.delayer = Some(peer);
         return Some(event);
     }
+    basis.push("window-open");
 
+    // Link 3: a timer held the ACK.
     if !ack.ack_advanced {
-        // The sender left right after an ACK that acknowledged nothing new.
-        if gap < config.min_gap + ctx.path_rtt[0] + ctx.path_rtt[1] {
+        // The sender left right after a segment that acknowledged nothing new.
+        basis.push("ack-acknowledged-nothing-new");
+        if ctx.gap_end - ctx.gap_start < config.min_gap + ctx.path_rtt[0] + ctx.path_rtt[1] {
             return None;
         }
         return Some(event);
     }
-
-    let ack_delay = ack
-        .acked_data_time
-        .map(|data_seen| (ack.time - data_seen - ctx.path_rtt[peer]).max(0))
-        .unwrap_or(0);
-    if ack_delay < config.min_gap {
-        // The ACK came promptly: the sender waited one round trip, which is the path's.
+    let delay = match evidence::ack_timing(ctx, ack, config) {
+        AckTiming::Held { delay } => delay,
+        AckTiming::Prompt(_) => return None,
+        AckTiming::BeyondTimers { delay } => {
+            basis.push("ack-later-than-any-timer");
+            event.ack_delay = Some(delay);
+            return Some(event);
+        }
+        AckTiming::Unknown => {
+            basis.push("acked-data-not-captured");
+            return Some(event);
+        }
+    };
+    if let Release::Late { .. } = release
+        && delay < config.min_gap + evidence::lateness(ctx, ack, config)
+    {
+        // The capture's timing is as uncertain as the release was late: an ACK delay
+        // within that is no evidence of a timer.
+        basis.push("ack-delay-within-timing-noise");
         return None;
     }
-    event.ack_delay = Some(ack_delay);
+    basis.push("ack-held-by-timer");
+    event.ack_delay = Some(delay);
+    if release == (Release::Late { proven: false }) {
+        // A late release without TSecr's proof: the capture cannot tell a held sender
+        // from one that went on by itself.
+        return Some(event);
+    }
+    if ctx.sender_on_own_clock {
+        basis.push("sender-on-own-clock");
+        event.ack_delay = None;
+        return app_think_time(ctx, config, event);
+    }
+
+    // Link 4: what held the data: Nagle, or the sender waiting for ACKs.
     event.holder = Some(ctx.sender);
     event.delayer = Some(peer);
-    if nagle_could_hold(ctx) {
-        event.class = StallClass::NagleDelayedAck;
-        event.pattern = Some(nagle_pattern(ctx, ack));
-    } else {
-        event.class = StallClass::DelayedAck;
+    event.evidence.confidence = match release {
+        Release::Proven => Confidence::High,
+        Release::OnTime => Confidence::Medium,
+        _ => Confidence::Low,
+    };
+    let basis = &mut event.evidence.basis;
+    match evidence::nagle_could_hold(ctx, ack) {
+        Ok(()) => {
+            basis.push("nagle-could-hold");
+            event.class = StallClass::NagleDelayedAck;
+            event.pattern = Some(nagle_pattern(ctx, ack));
+        }
+        Err("sender-not-using-nagle") => {
+            // A sub-MSS segment from a sender that does not wait for ACKs: it had
+            // nothing to send, whatever the ACK did.
+            basis.push("sender-not-using-nagle");
+            event.holder = None;
+            event.delayer = None;
+            event.ack_delay = None;
+            event.evidence.confidence = Confidence::None;
+            return app_think_time(ctx, config, event);
+        }
+        Err(why) => {
+            basis.push(why);
+            event.class = StallClass::DelayedAck;
+        }
     }
     Some(event)
 }
 
-/// The sender's data left as soon as `ack` could have reached it: one round trip between
-/// capture point and sender after the ACK was seen, within the slack. With timestamps, the
-/// echoed TSval proves the order whatever the capture point.
-fn sent_on_arrival(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> bool {
-    let reaction = ctx.gap_end - ack.time;
-    if reaction < 0 {
-        // Stamped after the data (timestamps out of order): it released nothing.
-        return false;
-    }
-    let path = ctx.path_rtt[ctx.sender];
-    let slack = config.reaction_slack + path / 4;
-    let tsecr_proves_after = matches!((ctx.segment_tsecr, ack.tsval), (Some(ecr), Some(val)) if ecr == val && ack.tsval_is_new);
-    let not_too_early = reaction + slack >= path || tsecr_proves_after;
-    not_too_early && reaction <= path + slack
-}
-
-/// The receiver's window, not an ACK timer, kept the sender quiet: it was advertised as
-/// zero during the gap, or was smaller than what the sender had in flight plus the
-/// released segment, and the releasing ACK opened it.
-fn window_held_sender(ctx: &GapContext, ack: &PeerSegment) -> bool {
-    let opened = matches!((ack.window_before, ack.window_after), (Some(b), Some(a)) if a > b);
-    if ctx.peer_zero_window {
-        return true;
-    }
-    let Some(window_before) = ack.window_before else {
-        return false;
+/// Copies what the releasing candidate shows into the event.
+fn record_ack(ctx: &GapContext, ack: &PeerSegment, event: &mut StallEvent) {
+    event.ack_time = Some(ack.time);
+    let e = &mut event.evidence;
+    e.ack_packet = Some(ack.packet);
+    e.reaction = Some(ctx.gap_end - ack.time);
+    e.sender_round_trip = Some(ctx.path_rtt[ctx.sender]);
+    e.outstanding_bytes = ack.outstanding_before;
+    e.outstanding_small_segment = ack.outstanding_small_segment;
+    e.acked_bytes = ack.newly_acked;
+    e.window_before = ack.window_before;
+    e.window_after = ack.window_after;
+    e.tsecr_echoes_ack = match evidence::echo(ctx, ack) {
+        evidence::Echo::EchoesAck => Some(true),
+        evidence::Echo::PredatesAck => Some(false),
+        evidence::Echo::Unknown => ctx.segment_tsecr.zip(ack.tsval).map(|_| false),
     };
-    opened && ack.outstanding_before + u64::from(ctx.segment_bytes) > window_before
-}
-
-/// Nagle (RFC 896, RFC 1122 4.2.3.4) holds only a segment smaller than the MSS while
-/// data is unacknowledged; a full segment held back needs another limit.
-fn nagle_could_hold(ctx: &GapContext) -> bool {
-    ctx.segment_bytes < ctx.sender_mss
 }
 
 fn nagle_pattern(ctx: &GapContext, ack: &PeerSegment) -> Pattern {
@@ -372,18 +487,36 @@ fn nagle_pattern(ctx: &GapContext, ack: &PeerSegment) -> Pattern {
     }
 }
 
-/// No ACK released the data: the sender was idle. Its idle time is the gap less the path
-/// time from the last thing it could have been waiting for.
+/// No ACK released the data: the sender went on by itself. Its idle time runs from the
+/// last thing it could have been waiting for: its own data before the gap, or the peer's
+/// data reaching it (one round trip after the capture point saw it, or its own ACK of
+/// that data, whichever came later).
+fn idle_sender(ctx: &GapContext, config: &DetectConfig, event: StallEvent) -> Option<StallEvent> {
+    let mut event = event;
+    event.holder = None;
+    event.delayer = None;
+    event.ack_delay = None;
+    event.evidence.confidence = Confidence::None;
+    app_think_time(ctx, config, event)
+}
+
 fn app_think_time(
     ctx: &GapContext,
     config: &DetectConfig,
     mut event: StallEvent,
 ) -> Option<StallEvent> {
-    let idle = match &ctx.last_from_peer {
-        Some(peer_segment) => ctx.gap_end - peer_segment.time - ctx.path_rtt[ctx.sender],
-        None if ctx.data_before_from_sender => ctx.gap_end - ctx.gap_start,
-        None => ctx.gap_end - ctx.gap_start - ctx.path_rtt[ctx.sender],
+    let waited_from = if ctx.data_before_from_sender {
+        ctx.gap_start
+    } else {
+        let reached_sender = ctx.gap_start + ctx.path_rtt[ctx.sender];
+        // Its own ACK of that data says when the data had reached it, unless a delayed-ACK
+        // timer may have held that ACK too (then it says nothing).
+        let own_ack = ctx
+            .sender_acked_peer_at
+            .filter(|acked| !evidence::may_be_timer(acked - reached_sender));
+        own_ack.map_or(reached_sender, |acked| acked.max(reached_sender))
     };
+    let idle = ctx.gap_end - waited_from;
     if idle < config.min_gap {
         return None;
     }

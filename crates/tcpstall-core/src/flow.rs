@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use rustc_hash::FxHashMap;
 
 use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
+use crate::evidence::follows_own_clock;
 use crate::segment::{Nanos, Segment};
+use crate::sender::{SenderEvidence, SentData};
 
 /// Unacknowledged data segments remembered per direction; beyond this the oldest are
 /// forgotten (their ACK-delay samples are lost, nothing else).
@@ -28,11 +30,22 @@ const DEFAULT_ETHERNET_MSS: u32 = 1460;
 /// Position of a direction's first sequence number in its 64-bit space.
 const SEQ_ORIGIN: u64 = 1 << 32;
 
+/// Data segments captured this close together were sent in one flight: a prompt ACK for
+/// one of them measures the path (and its queue) the others met too.
+const SAME_FLIGHT: Nanos = 2_000_000;
+
+/// An ACK for data sent this shortly before measures the queue the next data met. A
+/// receiver that delays ACKs does not acknowledge data alone, by its timer, when more
+/// data sent less than its shortest timer later (Linux TCP_DELACK_MIN, 40 ms) was on
+/// its way: it would have acknowledged both together.
+const PREVIOUS_FLIGHT: Nanos = 40_000_000;
+
 /// One data segment still waiting for its ACK.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
     end: u64,
     time: Nanos,
+    len: u32,
     small: bool,
     began_message: bool,
     retransmitted: bool,
@@ -86,6 +99,20 @@ pub struct Direction {
     pub retransmitted_segments: u64,
     /// Round trip from the capture point to this side and back.
     pub path_rtt: Option<Nanos>,
+    /// The same from samples of the path alone: a floor no reaction can go below.
+    bare_path_rtt: Option<Nanos>,
+    /// What this side's own data segments prove about how it sends.
+    pub sender: SenderEvidence,
+    /// This side's last prompt ACK (one for more than a full segment): when the data it
+    /// acknowledged was seen, and the round trip it measured.
+    prompt_ack: Option<(u64, Nanos, Nanos)>,
+    /// This side's two latest ACKs of new data: the packet, when the newest data each
+    /// acknowledged was seen, and the round trip each measured.
+    ack_samples: [Option<(u64, Nanos, Nanos)>; 2],
+    /// Since when the window this side advertises has been zero.
+    zero_window_since: Option<(Nanos, u64)>,
+    /// Urgent mode lasts until the data up to here is acknowledged.
+    urgent_until: u64,
 }
 
 /// A [`PeerSegment`] in 56 bytes instead of 96: written for every segment, read only when
@@ -94,12 +121,15 @@ pub struct Direction {
 struct LastSegment {
     packet: u64,
     time: Nanos,
+    previous_time: Nanos,
+    snd_una_before: u64,
     outstanding_before: u64,
     /// The `Option`s of [`PeerSegment`]: times and windows with a value none can take for
     /// `None`, the TSval with a flag.
     acked_data_time: Nanos,
     window_before: u64,
     window_after: u64,
+    newly_acked: u32,
     tsval: u32,
     flags: u8,
 }
@@ -112,6 +142,7 @@ impl LastSegment {
     const ACKED_DATA_BEGAN_MESSAGE: u8 = 16;
     const HAS_TSVAL: u8 = 32;
     const TSVAL_IS_NEW: u8 = 64;
+    const SMALL_AFTER: u8 = 128;
     const NO_TIME: Nanos = Nanos::MIN;
     const NO_WINDOW: u64 = u64::MAX;
 
@@ -120,7 +151,10 @@ impl LastSegment {
         LastSegment {
             packet: segment.packet,
             time: segment.time,
+            previous_time: segment.previous_time.unwrap_or(Self::NO_TIME),
+            snd_una_before: segment.snd_una_before,
             outstanding_before: segment.outstanding_before,
+            newly_acked: segment.newly_acked.min(u64::from(u32::MAX)) as u32,
             acked_data_time: segment.acked_data_time.unwrap_or(Self::NO_TIME),
             window_before: segment.window_before.unwrap_or(Self::NO_WINDOW),
             window_after: segment.window_after.unwrap_or(Self::NO_WINDOW),
@@ -134,7 +168,8 @@ impl LastSegment {
                     Self::ACKED_DATA_BEGAN_MESSAGE,
                 )
                 | flag(segment.tsval.is_some(), Self::HAS_TSVAL)
-                | flag(segment.tsval_is_new, Self::TSVAL_IS_NEW),
+                | flag(segment.tsval_is_new, Self::TSVAL_IS_NEW)
+                | flag(segment.small_outstanding_after, Self::SMALL_AFTER),
         }
     }
 
@@ -144,9 +179,13 @@ impl LastSegment {
         has(Self::SEEN).then(|| PeerSegment {
             packet: self.packet,
             time: self.time,
+            previous_time: (self.previous_time != Self::NO_TIME).then_some(self.previous_time),
             ack_advanced: has(Self::ACK_ADVANCED),
+            snd_una_before: self.snd_una_before,
             outstanding_before: self.outstanding_before,
+            newly_acked: u64::from(self.newly_acked),
             outstanding_small_segment: has(Self::OUTSTANDING_SMALL),
+            small_outstanding_after: has(Self::SMALL_AFTER),
             acked_data_time: (self.acked_data_time != Self::NO_TIME)
                 .then_some(self.acked_data_time),
             acked_data_small: has(Self::ACKED_DATA_SMALL),
@@ -172,9 +211,35 @@ impl Direction {
         Direction::unwrap(self.snd_max, seq.wrapping_sub(self.base))
     }
 
-    fn record_rtt_sample(&mut self, sample: Nanos) {
+    /// What the path (queue included) took for data of the same flight as the data
+    /// `ack` acknowledged, as this side's other ACKs measured it: its last prompt ACK
+    /// for the same flight, or its previous ACK for data sent just before.
+    fn path_reference_for(&self, ack: &PeerSegment) -> Option<Nanos> {
+        let acked = ack.acked_data_time?;
+        let prompt = self
+            .prompt_ack
+            .filter(|(packet, data_time, _)| {
+                *packet != ack.packet && (acked - data_time).abs() <= SAME_FLIGHT
+            })
+            .map(|(_, _, round_trip)| round_trip);
+        let previous = self
+            .ack_samples
+            .iter()
+            .flatten()
+            .find(|(packet, _, _)| *packet != ack.packet)
+            .filter(|(_, data_time, _)| (0..=PREVIOUS_FLIGHT).contains(&(acked - data_time)))
+            .map(|(_, _, round_trip)| *round_trip);
+        prompt.max(previous)
+    }
+
+    /// A round-trip sample. `bare` when nothing but the path is in it (the handshake,
+    /// a pure ACK); an ACK riding on data also holds the application's own time.
+    fn record_rtt_sample(&mut self, sample: Nanos, bare: bool) {
         if sample >= 0 {
             self.path_rtt = Some(self.path_rtt.map_or(sample, |r| r.min(sample)));
+            if bare {
+                self.bare_path_rtt = Some(self.bare_path_rtt.map_or(sample, |r| r.min(sample)));
+            }
         }
     }
 }
@@ -207,6 +272,7 @@ pub struct Connection {
     /// Gaps beyond each class's listing limit: (count, total duration), by class index.
     pub unlisted: [(u64, Nanos); 6],
     listed: [usize; 6],
+    clock: ClockGranularity,
 }
 
 impl Connection {
@@ -232,6 +298,7 @@ impl Connection {
             gaps: Vec::new(),
             open_release: None,
             duplicates: 0,
+            clock: ClockGranularity::default(),
         }
     }
 
@@ -317,6 +384,7 @@ impl Connection {
         }
         self.dirs[x].last_raw = Some(raw);
         self.dirs[x].last_raw_time = t;
+        self.clock.observe(t);
         self.packets += 1;
         self.dirs[x].packets += 1;
         self.last_time = self.last_time.max(t);
@@ -350,7 +418,7 @@ impl Connection {
 
         // The ACK field acknowledges the other side's data.
         let acked = if segment.flags.ack() && self.dirs[y].started {
-            self.observe_ack(segment, x, y, t)
+            self.observe_ack(segment, x, y, t, packet)
         } else {
             AckOutcome::default()
         };
@@ -368,9 +436,17 @@ impl Connection {
             };
             if segment.window == 0 {
                 self.dirs[x].zero_window_in_gap = true;
+                if self.dirs[x].zero_window_since.is_none() {
+                    self.dirs[x].zero_window_since = Some((t, packet));
+                }
+            } else {
+                self.dirs[x].zero_window_since = None;
             }
         }
 
+        if acked.advanced {
+            self.note_if_prompt(&acked, x, packet);
+        }
         let tsval = segment.options.timestamps.map(|(val, _)| val);
         let tsval_is_new = match (tsval, self.dirs[x].last_tsval) {
             (Some(val), Some(prev)) => (val.wrapping_sub(prev) as i32) > 0,
@@ -380,12 +456,19 @@ impl Connection {
         if tsval_is_new {
             self.dirs[x].last_tsval = tsval;
         }
+        // This side's previous segment: its own ACK of the other side's data, if the gap
+        // this segment may end had one.
+        let previous_own = self.dirs[x].last.get();
         self.dirs[x].last = LastSegment::new(&PeerSegment {
             packet,
             time: t,
+            previous_time: previous_own.as_ref().map(|own| own.time),
             ack_advanced: acked.advanced,
+            snd_una_before: acked.snd_una_before,
             outstanding_before: acked.outstanding_before,
+            newly_acked: acked.newly_acked,
             outstanding_small_segment: acked.outstanding_small,
+            small_outstanding_after: acked.small_after,
             acked_data_time: acked.newest_time,
             acked_data_small: acked.newest_small,
             acked_data_began_message: acked.newest_began_message,
@@ -405,9 +488,9 @@ impl Connection {
                 segment,
                 packet,
                 x,
-                seq_start,
-                seq_end,
+                (seq_start, seq_end),
                 is_retransmission,
+                previous_own,
                 config,
             );
         }
@@ -428,11 +511,18 @@ impl Connection {
         {
             // SYN seen, then SYN-ACK: the round trip from the capture point to this side.
             self.synack_time = Some(segment.time);
-            self.dirs[x].record_rtt_sample(segment.time - syn_time);
+            self.dirs[x].record_rtt_sample(segment.time - syn_time, true);
         }
     }
 
-    fn observe_ack(&mut self, segment: &Segment, x: usize, y: usize, t: Nanos) -> AckOutcome {
+    fn observe_ack(
+        &mut self,
+        segment: &Segment,
+        x: usize,
+        y: usize,
+        t: Nanos,
+        packet: u64,
+    ) -> AckOutcome {
         let mut outcome = AckOutcome::default();
         let peer = &mut self.dirs[y];
         let ack = peer.position(segment.ack);
@@ -444,14 +534,16 @@ impl Connection {
             && !segment.flags.syn()
         {
             // The handshake's third segment: the round trip from the capture point to the client.
-            self.dirs[x].record_rtt_sample(t - synack);
+            self.dirs[x].record_rtt_sample(t - synack, true);
         }
         let peer = &mut self.dirs[y];
         if ack <= peer.snd_una || ack > peer.snd_max {
             return outcome;
         }
         outcome.advanced = true;
+        outcome.snd_una_before = peer.snd_una;
         outcome.outstanding_before = peer.snd_max - peer.snd_una;
+        outcome.newly_acked = ack - peer.snd_una;
         outcome.outstanding_small = peer.small_in_flight > 0;
         let mut rtt_sample = None;
         while let Some(&done) = peer.in_flight.front() {
@@ -471,10 +563,58 @@ impl Connection {
             };
         }
         peer.snd_una = ack;
+        outcome.small_after = peer.small_in_flight > 0;
         if let Some(sample) = rtt_sample {
-            self.dirs[x].record_rtt_sample(sample);
+            self.dirs[x]
+                .record_rtt_sample(sample, segment.payload_len == 0 && !segment.flags.fin());
+            if let Some(data_time) = outcome.newest_time
+                && segment.payload_len == 0
+            {
+                // A pure ACK: a reply carrying the ACK measures the application too.
+                let samples = &mut self.dirs[x].ack_samples;
+                samples[1] = samples[0];
+                samples[0] = Some((packet, data_time, sample));
+                outcome.round_trip = Some(sample);
+            }
         }
         outcome
+    }
+
+    /// RFC 1122 4.2.3.2: an ACK for more than a full segment is sent at once; its round
+    /// trip is the path's, queue included. (A stretch ACK held by a timer measures more:
+    /// it only ever raises the reference of ACKs for the same flight, never its own.)
+    fn note_if_prompt(&mut self, acked: &AckOutcome, x: usize, packet: u64) {
+        let y = 1 - x;
+        let (Some(data_time), Some(round_trip)) = (acked.newest_time, acked.round_trip) else {
+            return;
+        };
+        let (peer_mss, _) = self.send_mss(y);
+        let full_size = u64::from(self.dirs[y].sender.full_size(peer_mss));
+        if acked.newly_acked * 2 > full_size * 3 {
+            self.dirs[x].prompt_ack = Some((packet, data_time, round_trip));
+            self.note_prompt_ack(y, data_time, round_trip);
+        }
+    }
+
+    /// A prompt ACK for data `sender` sent at `data_time` measured `round_trip`: gaps
+    /// waiting to be classified whose releasing ACK covered data of the same flight met
+    /// the same path.
+    fn note_prompt_ack(&mut self, sender: usize, data_time: Nanos, round_trip: Nanos) {
+        for gap in &mut self.gaps {
+            let ctx = &mut gap.context;
+            let same_flight = ctx.sender == sender
+                && ctx
+                    .last_from_peer
+                    .as_ref()
+                    .and_then(|ack| ack.acked_data_time)
+                    .is_some_and(|t| (t - data_time).abs() <= SAME_FLIGHT);
+            if same_flight {
+                ctx.prompt_round_trip = Some(
+                    ctx.prompt_round_trip
+                        .map_or(round_trip, |r| r.max(round_trip)),
+                );
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -483,9 +623,9 @@ impl Connection {
         segment: &Segment,
         packet: u64,
         x: usize,
-        seq_start: u64,
-        seq_end: u64,
+        (seq_start, seq_end): (u64, u64),
         is_retransmission: bool,
+        previous_own: Option<PeerSegment>,
         config: &DetectConfig,
     ) {
         let y = 1 - x;
@@ -499,6 +639,14 @@ impl Connection {
                 .last
                 .get()
                 .filter(|p| p.time > gap_start && p.time <= t);
+            // The round trip of the peer's last prompt ACK, if it covered the same
+            // flight of data as the candidate release.
+            let prompt_round_trip = last_from_peer
+                .as_ref()
+                .and_then(|ack| self.dirs[y].path_reference_for(ack));
+            let sender_acked_peer_at = previous_own
+                .filter(|own| own.time > gap_start && own.ack_advanced)
+                .map(|own| own.time);
             let ctx = GapContext {
                 gap_start,
                 gap_end: t,
@@ -506,20 +654,31 @@ impl Connection {
                 data_after_packet: packet,
                 sender: x,
                 sender_mss: mss,
+                sender_full_size: mss,
                 segment_bytes: segment.payload_len,
                 segment_is_retransmission: is_retransmission,
                 segment_tsecr: segment.options.timestamps.map(|(_, ecr)| ecr),
                 data_before_from_sender: before_side == x,
+                sender_previous_data: self.dirs[x].sender.last_data_time(),
+                sender_acked_peer_at,
                 path_rtt: [self.path_rtt(0), self.path_rtt(1)],
+                path_floor: [None, None],
+                clock_granularity: 0,
+                prompt_round_trip,
                 last_from_peer,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
+                burst_bytes: 0,
+                burst_end: seq_end,
+                burst_ends_with_small: false,
+                sender_nagle_off: false,
+                sender_on_own_clock: false,
             };
             // Classified when the connection ends, with the round-trip estimates of the
             // whole connection: an early estimate may still include a delayed ACK.
             self.gaps.push(PendingGap {
                 context: ctx,
-                burst_bytes: 0,
+                last_burst_segment: segment.payload_len,
             });
             self.open_release = Some((self.gaps.len() - 1, x, t));
             if self.gaps.len() >= MAX_PENDING_GAPS {
@@ -532,7 +691,10 @@ impl Connection {
             && t - released_at <= config.reaction_slack
         {
             // Data that left in the same burst as the released segment was held too.
-            self.gaps[index].burst_bytes += u64::from(segment.payload_len);
+            let gap = &mut self.gaps[index];
+            gap.context.burst_bytes += u64::from(segment.payload_len);
+            gap.context.burst_end = gap.context.burst_end.max(seq_end);
+            gap.last_burst_segment = segment.payload_len;
         }
         self.last_data = Some((t, x, packet));
         self.dirs[y].zero_window_in_gap = false;
@@ -560,13 +722,36 @@ impl Connection {
         if segment.flags.fin() {
             dir.fin_seen = true;
         }
+        if segment.flags.urg() {
+            dir.urgent_until = dir.urgent_until.max(seq_end);
+        }
+        // Nagle does not hold a FIN, nor anything sent in urgent mode (Linux
+        // tcp_nagle_test; BSD tcp_output sends while snd_up is ahead of snd_una).
+        let urgent_mode = dir.snd_una < dir.urgent_until;
+        let sent = SentData {
+            time: t,
+            packet,
+            start: seq_start,
+            end: seq_end,
+            payload: segment.payload_len,
+            pushed_past_nagle: segment.flags.fin() || urgent_mode,
+        };
+        if dir.sender.observe(sent, mss, dir.small_in_flight > 0) {
+            // A smaller segment limit: segments in flight of that size are full-sized.
+            let full_size = dir.sender.full_size(mss);
+            for f in dir.in_flight.iter_mut().filter(|f| f.small) {
+                f.small = f.len < full_size;
+            }
+            dir.small_in_flight = dir.in_flight.iter().filter(|f| f.small).count() as u32;
+        }
+        let full_size = dir.sender.full_size(mss);
         if dir.peer_spoke_since_data || dir.data_segments == 0 {
             dir.message_full_segments = 0;
             dir.message_segments = 0;
             dir.peer_spoke_since_data = false;
         }
         dir.message_segments += 1;
-        let small = segment.payload_len < mss;
+        let small = segment.payload_len < full_size;
         if !small {
             dir.message_full_segments += 1;
         }
@@ -579,6 +764,7 @@ impl Connection {
         dir.in_flight.push_back(InFlight {
             end: seq_end,
             time: t,
+            len: segment.payload_len,
             small,
             began_message: dir.message_segments == 1,
             retransmitted: false,
@@ -589,14 +775,27 @@ impl Connection {
         dir.max_payload = dir.max_payload.max(segment.payload_len);
     }
 
-    /// Classifies the gaps with the connection's final round-trip estimates.
+    /// Classifies the gaps with the connection's final round-trip estimates and what
+    /// each sender's own segments proved by then.
     fn classify_gaps(&mut self, config: &DetectConfig) {
         let path_rtt = [self.path_rtt(0), self.path_rtt(1)];
+        let path_floor = [self.dirs[0].bare_path_rtt, self.dirs[1].bare_path_rtt];
+        let full_size = [0, 1].map(|side| {
+            let (mss, _) = self.send_mss(side);
+            self.dirs[side].sender.full_size(mss)
+        });
+        let on_own_clock = [0, 1].map(|side| self.sender_on_own_clock(side));
         for gap in self.gaps.drain(..) {
             let mut context = gap.context;
+            let sender = context.sender;
             context.path_rtt = path_rtt;
-            if let Some(mut event) = classify_gap(&context, config) {
-                event.held_bytes += gap.burst_bytes;
+            context.path_floor = path_floor;
+            context.clock_granularity = self.clock.step();
+            context.sender_full_size = full_size[sender];
+            context.burst_ends_with_small = gap.last_burst_segment < full_size[sender];
+            context.sender_nagle_off = self.dirs[sender].sender.nagle_off_by(context.gap_end);
+            context.sender_on_own_clock = on_own_clock[sender];
+            if let Some(event) = classify_gap(&context, config) {
                 let class = event.class;
                 if self.listed[class.index()] < class.listing_limit() {
                     self.listed[class.index()] += 1;
@@ -607,6 +806,70 @@ impl Connection {
             }
         }
         self.open_release = None;
+    }
+
+    /// Whether `side`'s data, over its pending gaps that ended after an ACK of the other
+    /// side, follows its own clock rather than those ACKs.
+    fn sender_on_own_clock(&self, side: usize) -> bool {
+        let (mut intervals, mut reactions): (Vec<Nanos>, Vec<Nanos>) = self
+            .gaps
+            .iter()
+            .map(|gap| &gap.context)
+            .filter(|ctx| ctx.sender == side && !ctx.segment_is_retransmission)
+            .filter_map(|ctx| {
+                let previous = ctx.sender_previous_data?;
+                let ack = ctx.last_from_peer.as_ref().filter(|a| a.time > previous)?;
+                Some((ctx.gap_end - previous, ctx.gap_end - ack.time))
+            })
+            .unzip();
+        follows_own_clock(&mut intervals, &mut reactions)
+    }
+
+    /// A window still closed when the connection ends: the sender it holds never got to
+    /// send again, so no data ends that gap; it is reported from the zero window to the
+    /// sender's last segment (its window probes).
+    fn window_closed_at_end(&mut self, config: &DetectConfig) {
+        for holder in [0, 1] {
+            let receiver = 1 - holder;
+            let Some((since, packet)) = self.dirs[receiver].zero_window_since else {
+                continue;
+            };
+            let Some(last) = self.dirs[holder].last.get() else {
+                continue;
+            };
+            if last.time - since < config.min_gap {
+                continue;
+            }
+            let event = StallEvent {
+                class: crate::detect::StallClass::ReceiverWindow,
+                start: since,
+                end: last.time,
+                sender: holder,
+                holder: Some(holder),
+                delayer: Some(receiver),
+                held_bytes: 0,
+                ack_time: Some(since),
+                ack_delay: None,
+                idle: None,
+                pattern: None,
+                evidence: crate::detect::Evidence {
+                    data_before_packet: packet,
+                    ack_packet: Some(packet),
+                    data_after_packet: last.packet,
+                    window_before: Some(0),
+                    window_after: Some(0),
+                    basis: vec!["zero-window", "still-closed-at-end"],
+                    ..Default::default()
+                },
+            };
+            let class = event.class;
+            if self.listed[class.index()] < class.listing_limit() {
+                self.listed[class.index()] += 1;
+                self.events.push(event);
+            } else {
+                event.count_in(&mut self.unlisted);
+            }
+        }
     }
 
     /// Frees what only an open connection needs.
@@ -620,6 +883,46 @@ impl Connection {
 
     fn is_finished(&self) -> bool {
         self.reset || (self.dirs[0].fin_seen && self.dirs[1].fin_seen)
+    }
+}
+
+/// The step of a capture's clock, learned from its timestamps: a capture stamped in
+/// milliseconds cannot time a reaction to better than that.
+#[derive(Clone, Copy, Debug)]
+struct ClockGranularity {
+    /// The largest power-of-ten step (1 ns up to 10 ms) every timestamp so far is a
+    /// multiple of.
+    step: Nanos,
+}
+
+impl Default for ClockGranularity {
+    fn default() -> Self {
+        ClockGranularity { step: 10_000_000 }
+    }
+}
+
+impl ClockGranularity {
+    fn observe(&mut self, time: Nanos) {
+        // Constant divisors: each test is a multiply, not a division.
+        while self.step > 1 {
+            let multiple = match self.step {
+                10_000_000 => time % 10_000_000 == 0,
+                1_000_000 => time % 1_000_000 == 0,
+                100_000 => time % 100_000 == 0,
+                10_000 => time % 10_000 == 0,
+                1_000 => time % 1_000 == 0,
+                100 => time % 100 == 0,
+                _ => time % 10 == 0,
+            };
+            if multiple {
+                return;
+            }
+            self.step /= 10;
+        }
+    }
+
+    fn step(&self) -> Nanos {
+        self.step
     }
 }
 
@@ -647,15 +950,20 @@ impl MssSource {
 #[derive(Clone, Debug)]
 struct PendingGap {
     context: GapContext,
-    /// Bytes the sender sent in the same burst right after the gap.
-    burst_bytes: u64,
+    /// Payload of the last segment of the burst that ended the gap.
+    last_burst_segment: u32,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
 struct AckOutcome {
     advanced: bool,
+    snd_una_before: u64,
     outstanding_before: u64,
+    newly_acked: u64,
     outstanding_small: bool,
+    small_after: bool,
+    /// The round trip it measured (none for retransmitted data, Karn's rule).
+    round_trip: Option<Nanos>,
     newest_time: Option<Nanos>,
     newest_small: bool,
     newest_began_message: bool,
@@ -876,6 +1184,7 @@ impl FlowTable {
             }
         }
         connection.classify_gaps(&self.config);
+        connection.window_closed_at_end(&self.config);
         connection.release_tracking();
         self.ended.push(*connection);
     }
@@ -969,6 +1278,10 @@ mod tests {
         let full = PeerSegment {
             packet: u64::MAX,
             time: 1_767_225_600_123_456_789,
+            previous_time: Some(1_767_225_600_000_000_000),
+            snd_una_before: 1 << 33,
+            newly_acked: u64::from(u32::MAX),
+            small_outstanding_after: true,
             ack_advanced: true,
             outstanding_before: 1 << 40,
             outstanding_small_segment: true,
@@ -983,6 +1296,10 @@ mod tests {
         let empty = PeerSegment {
             packet: 0,
             time: -5,
+            previous_time: None,
+            snd_una_before: 0,
+            newly_acked: 0,
+            small_outstanding_after: false,
             ack_advanced: false,
             outstanding_before: 0,
             outstanding_small_segment: false,

@@ -32,6 +32,7 @@ impl TcpFlags {
     pub const RST: u8 = 0x04;
     pub const PSH: u8 = 0x08;
     pub const ACK: u8 = 0x10;
+    pub const URG: u8 = 0x20;
 
     pub fn fin(self) -> bool {
         self.0 & Self::FIN != 0
@@ -48,17 +49,21 @@ impl TcpFlags {
     pub fn ack(self) -> bool {
         self.0 & Self::ACK != 0
     }
+    pub fn urg(self) -> bool {
+        self.0 & Self::URG != 0
+    }
 }
 
 impl fmt::Display for TcpFlags {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // tcpdump's letters: S F R P and '.' for ACK.
+        // tcpdump's letters: S F R P U and '.' for ACK.
         let mut any = false;
         for (bit, letter) in [
             (Self::SYN, 'S'),
             (Self::FIN, 'F'),
             (Self::RST, 'R'),
             (Self::PSH, 'P'),
+            (Self::URG, 'U'),
             (Self::ACK, '.'),
         ] {
             if self.0 & bit != 0 {

@@ -24,6 +24,8 @@ struct Wire {
     table: FlowTable,
     packet: u64,
     clock_ms: u32,
+    /// The newest TSval each side (client, server) has sent: the other side echoes it.
+    last_tsval: [u32; 2],
 }
 
 impl Wire {
@@ -38,6 +40,7 @@ impl Wire {
             table: FlowTable::new(DetectConfig::default()),
             packet: 0,
             clock_ms: 1000,
+            last_tsval: [0, 0],
         }
     }
 
@@ -54,9 +57,12 @@ impl Wire {
         };
         let mut options = options;
         if self.timestamps {
-            // TSval follows the time (1 ms clock); TSecr is not modelled exactly here.
+            // TSval follows the time (1 ms clock); TSecr echoes the newest TSval of the
+            // other side seen at the capture point (a capture on the sender's host).
             self.clock_ms = 1000 + (time / MS) as u32;
-            options.timestamps = Some((self.clock_ms, 0));
+            let (own, other) = if from_client { (0, 1) } else { (1, 0) };
+            options.timestamps = Some((self.clock_ms, self.last_tsval[other]));
+            self.last_tsval[own] = self.clock_ms;
         }
         let segment = Segment {
             time,

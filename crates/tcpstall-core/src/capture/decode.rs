@@ -227,7 +227,7 @@ fn segment_from_sliced(
         dst: SocketAddr::new(dst_ip, tcp.destination_port()),
         seq: tcp.sequence_number(),
         ack: tcp.acknowledgment_number(),
-        flags: TcpFlags(tcp.header_slice()[13] & 0x1f),
+        flags: TcpFlags(tcp.header_slice()[13] & 0x3f),
         window: tcp.window_size(),
         payload_len,
         options,

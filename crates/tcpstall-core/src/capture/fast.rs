@@ -78,7 +78,7 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
         dst: SocketAddr::V4(SocketAddrV4::new(destination, be_u16(&tcp[2..4]))),
         seq: be_u32(&tcp[4..8]),
         ack: be_u32(&tcp[8..12]),
-        flags: TcpFlags(tcp[13] & 0x1f),
+        flags: TcpFlags(tcp[13] & 0x3f),
         window: be_u16(&tcp[14..16]),
         payload_len: payload_len as u32,
         options: crate::capture::decode::tcp_options(&tcp[20..tcp_header_len]),

@@ -1,0 +1,284 @@
+//! The links of the chain a stall verdict rests on, one small function each. Every link
+//! is judged from the capture alone (DESIGN.md, "The signature in a capture"):
+//!
+//! 1. the ACK released the data: it left one capture-point-to-sender round trip after the
+//!    ACK, and its TSecr does not predate the ACK's TSval;
+//! 2. the receiver's window did not hold it;
+//! 3. a timer held the ACK: it covers less than two full segments, and came later than
+//!    the path's own delay allows;
+//! 4. Nagle could hold it: a sub-MSS segment, from a sender seen applying Nagle, released
+//!    by an ACK that cleared what Nagle waits for.
+//!
+//! A link that fails names why, and the gap gets the class that the evidence supports.
+
+use crate::detect::{DetectConfig, GapContext, PeerSegment};
+use crate::segment::{NANOS_PER_MILLI, Nanos};
+
+/// A reaction this much sooner than the measured round trip is clock granularity, not
+/// a segment that left before the ACK could reach its sender.
+const EARLY_SLACK: Nanos = NANOS_PER_MILLI / 4;
+
+/// A sender's host may take this long beyond the round trip to send what an ACK released
+/// (scheduling); such a late release counts only where TSecr proves the order.
+const HOST_DELAY: Nanos = 10 * NANOS_PER_MILLI;
+
+/// The shortest per-connection delayed-ACK timer of the known stacks (Linux's
+/// TCP_DELACK_MIN, 40 ms), less a 4 ms jiffy of measurement slack.
+pub const SHORTEST_TIMER: Nanos = 36 * NANOS_PER_MILLI;
+
+/// The longest default delayed-ACK timer of the known stacks (Windows and AIX, 200 ms),
+/// with a jiffy of slack.
+const LONGEST_DEFAULT_TIMER: Nanos = 210 * NANOS_PER_MILLI;
+
+/// Whether an ACK this late (beyond the round trip) may have been held by a known
+/// stack's delayed-ACK timer: from the shortest per-connection timer to the longest
+/// default. Sooner is prompt; later is the path (a queue, a slow link), not a timer.
+pub fn may_be_timer(delay: Nanos) -> bool {
+    (SHORTEST_TIMER..=LONGEST_DEFAULT_TIMER).contains(&delay)
+}
+
+/// RFC 1122 4.2.3.2: an ACK must not be delayed by 0.5 s or more.
+const MAX_DELAYED_ACK: Nanos = 500 * NANOS_PER_MILLI;
+
+/// How the data that ended a gap relates to the peer's last segment before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// TSecr echoes the ACK's TSval and it left within the round trip: proven.
+    Proven,
+    /// It left within the round trip after the ACK: timing alone.
+    OnTime,
+    /// It left a few milliseconds after the round trip allows; `proven` when TSecr still
+    /// shows it was sent after the ACK arrived.
+    Late { proven: bool },
+    /// It did not wait for this ACK, and why.
+    NotReleased(&'static str),
+}
+
+/// What the released segment's TSecr says about the ACK (RFC 7323: TSecr echoes the
+/// newest TSval its sender had received).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Echo {
+    /// It echoes the ACK's own TSval, which no earlier peer segment carried.
+    EchoesAck,
+    /// It echoes an older TSval: the sender had not received the ACK.
+    PredatesAck,
+    /// No timestamps, or nothing to conclude.
+    Unknown,
+}
+
+pub fn echo(ctx: &GapContext, ack: &PeerSegment) -> Echo {
+    match (ctx.segment_tsecr, ack.tsval) {
+        (Some(ecr), Some(val)) if ecr == val && ack.tsval_is_new => Echo::EchoesAck,
+        (Some(ecr), Some(val)) if (val.wrapping_sub(ecr) as i32) > 0 => Echo::PredatesAck,
+        _ => Echo::Unknown,
+    }
+}
+
+/// Link 1: the data left as soon as `ack` could have reached its sender. Data seen
+/// sooner than one round trip (capture point to sender and back, its measured minimum)
+/// after the ACK was already on its way; much later, the sender was not waiting for it.
+pub fn release_by(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> Release {
+    let reaction = ctx.gap_end - ack.time;
+    if reaction < 0 {
+        return Release::NotReleased("ack-after-data");
+    }
+    let echo = echo(ctx, ack);
+    if echo == Echo::PredatesAck {
+        return Release::NotReleased("tsecr-predates-ack");
+    }
+    // Both times are stamped by a clock of this granularity.
+    let clock = 2 * ctx.clock_granularity;
+    if let Some(floor) = ctx.path_floor[ctx.sender]
+        && reaction + EARLY_SLACK.max(clock) < floor
+    {
+        return Release::NotReleased("left-before-ack-could-arrive");
+    }
+    let on_time = on_time_limit(ctx, config);
+    let proven = echo == Echo::EchoesAck;
+    if reaction <= on_time {
+        if proven {
+            Release::Proven
+        } else {
+            Release::OnTime
+        }
+    } else if reaction <= on_time + HOST_DELAY {
+        Release::Late { proven }
+    } else {
+        Release::NotReleased("left-long-after-ack")
+    }
+}
+
+/// The latest a reaction counts as on time: the round trip from the capture point to
+/// the sender, the configured slack, 5% of the round trip for its jitter, and the clock.
+fn on_time_limit(ctx: &GapContext, config: &DetectConfig) -> Nanos {
+    let path = ctx.path_rtt[ctx.sender];
+    path + config.reaction_slack + path / 20 + 2 * ctx.clock_granularity
+}
+
+/// How much later than on time the data left after `ack` (0 when on time).
+pub fn lateness(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> Nanos {
+    (ctx.gap_end - ack.time - on_time_limit(ctx, config)).max(0)
+}
+
+/// Link 2: the receiver's window, not an ACK timer, kept the sender quiet. It was zero
+/// during the gap; or the sender could not fit the released data under the right edge
+/// before the ACK moved it; or the burst the ACK released stopped at the new right edge.
+pub fn window_limited(ctx: &GapContext, ack: &PeerSegment) -> Option<&'static str> {
+    if ctx.peer_zero_window {
+        return Some("zero-window");
+    }
+    let sent_up_to = ack.snd_una_before + ack.outstanding_before;
+    if let Some(window) = ack.window_before {
+        let right_edge_before = ack.snd_una_before + window;
+        let moved = ack
+            .window_after
+            .is_some_and(|after| ack.snd_una_before + ack.newly_acked + after > right_edge_before);
+        if moved && sent_up_to + u64::from(ctx.segment_bytes) > right_edge_before {
+            return Some("window-full-before-ack");
+        }
+    }
+    if let Some(window) = ack.window_after {
+        let right_edge_after = ack.snd_una_before + ack.newly_acked + window;
+        let burst_of_full_segments = ctx.segment_bytes >= ctx.sender_full_size
+            && !ctx.burst_ends_with_small
+            && ctx.burst_end > sent_up_to;
+        if burst_of_full_segments
+            && right_edge_after.saturating_sub(ctx.burst_end) < u64::from(ctx.sender_full_size)
+        {
+            return Some("burst-fills-window");
+        }
+    }
+    None
+}
+
+/// What the ACK's timing says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckTiming {
+    /// Held by a timer this long beyond the path's own delay.
+    Held { delay: Nanos },
+    /// Sent at once, and why that is known.
+    Prompt(&'static str),
+    /// Later than any delayed-ACK timer may hold an ACK: something else held it.
+    BeyondTimers { delay: Nanos },
+    /// The data it acknowledges was not captured: its delay is unknown.
+    Unknown,
+}
+
+/// Link 3: a delayed-ACK timer held the ACK. An ACK for two or more full-sized segments
+/// is sent at once (RFC 1122 4.2.3.2, RFC 5681 4.2); the rest must come later than the
+/// path itself takes: its minimum round trip, or the round trips of prompt ACKs for the
+/// same flight, which include the queue it met.
+pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> AckTiming {
+    let Some(data_seen) = ack.acked_data_time else {
+        return AckTiming::Unknown;
+    };
+    let peer = 1 - ctx.sender;
+    let sample = ack.time - data_seen;
+    let path = ctx.path_rtt[peer];
+    let reference = ctx.prompt_round_trip.map_or(path, |r| r.max(path));
+    // The peer's previous segment did not acknowledge this data, so the data reached the
+    // peer after that segment left: the peer held it no longer than the time between.
+    let since_previous = ack.previous_time.map_or(Nanos::MAX, |p| ack.time - p);
+    let delay = (sample - reference).min(since_previous);
+    // RFC 1122 4.2.3.2 asks for an ACK at least every second full segment, but it is a
+    // SHOULD: Linux holds one while the window it would advertise is smaller than the
+    // last (__tcp_ack_snd_check), macOS sends stretch ACKs on its timer. Such an ACK was
+    // held only when it came as late as a per-connection timer fires.
+    let covers_two_full_segments = ack.newly_acked * 2 > u64::from(ctx.sender_full_size) * 3;
+    if covers_two_full_segments && delay < SHORTEST_TIMER {
+        return AckTiming::Prompt("ack-covers-two-full-segments");
+    }
+    if delay < config.min_gap {
+        return if since_previous < sample - reference {
+            AckTiming::Prompt("ack-soon-after-previous-ack")
+        } else if reference > path {
+            AckTiming::Prompt("ack-within-queueing-delay")
+        } else {
+            AckTiming::Prompt("ack-within-round-trip")
+        };
+    }
+    if sample - path >= MAX_DELAYED_ACK {
+        return AckTiming::BeyondTimers { delay };
+    }
+    AckTiming::Held { delay }
+}
+
+/// Link 4: Nagle (RFC 896, RFC 1122 4.2.3.4) could have held this data behind the
+/// unacknowledged data that `ack` cleared. Nagle holds only a sub-MSS segment, and only
+/// while data is unacknowledged (classic) or a sub-MSS segment is (Minshall's variant).
+pub fn nagle_could_hold(ctx: &GapContext, ack: &PeerSegment) -> Result<(), &'static str> {
+    if ctx.segment_bytes >= ctx.sender_full_size {
+        return Err("full-sized-segment");
+    }
+    if u64::from(ctx.segment_bytes) + ctx.burst_bytes >= u64::from(ctx.sender_full_size) {
+        return Err("released-a-full-segment");
+    }
+    if ctx.sender_nagle_off {
+        return Err("sender-not-using-nagle");
+    }
+    let acked_everything = ack.newly_acked >= ack.outstanding_before;
+    if !acked_everything && ack.small_outstanding_after {
+        return Err("small-segment-still-unacknowledged");
+    }
+    Ok(())
+}
+
+/// A sender on its own clock: over its gaps that ended just after a peer's ACK, the time
+/// since its previous data varies far less than the time since the ACK. Its data follows
+/// the clock, not the ACKs (a meter sending a reading every 20 ms).
+pub fn follows_own_clock(intervals: &mut [Nanos], reactions: &mut [Nanos]) -> bool {
+    const MIN_SAMPLES: usize = 6;
+    if intervals.len() < MIN_SAMPLES || intervals.len() != reactions.len() {
+        return false;
+    }
+    let interval_spread = median_absolute_deviation(intervals);
+    let reaction_spread = median_absolute_deviation(reactions);
+    // The ACKs must wander for the comparison to say anything: where both are steady,
+    // data that follows each ACK is what a held sender shows.
+    let acks_wander = reaction_spread >= NANOS_PER_MILLI / 2;
+    acks_wander && interval_spread <= NANOS_PER_MILLI && interval_spread * 4 <= reaction_spread
+}
+
+fn median_absolute_deviation(values: &mut [Nanos]) -> Nanos {
+    values.sort_unstable();
+    let median = values[values.len() / 2];
+    let mut deviations: Vec<Nanos> = values.iter().map(|v| (v - median).abs()).collect();
+    deviations.sort_unstable();
+    deviations[deviations.len() / 2]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = NANOS_PER_MILLI;
+
+    #[test]
+    fn a_clock_is_tight_where_the_acks_wander() {
+        let mut intervals: Vec<Nanos> = (0..8).map(|i| 20 * MS + i * 10_000).collect();
+        let mut reactions: Vec<Nanos> = (0..8).map(|i| 2 * MS + i * 400_000).collect();
+        assert!(follows_own_clock(&mut intervals, &mut reactions));
+    }
+
+    #[test]
+    fn acks_that_release_data_are_tight_where_the_timer_wanders() {
+        // A Linux 40 ms timer on 4 ms jiffies, the data leaving 50 us after each ACK.
+        let mut intervals: Vec<Nanos> = (0..8).map(|i| 40 * MS + (i % 4) * MS).collect();
+        let mut reactions: Vec<Nanos> = (0..8).map(|i| 50_000 + i * 1_000).collect();
+        assert!(!follows_own_clock(&mut intervals, &mut reactions));
+    }
+
+    #[test]
+    fn steady_acks_and_steady_data_are_no_clock() {
+        let mut intervals = vec![44 * MS; 8];
+        let mut reactions = vec![50_000; 8];
+        assert!(!follows_own_clock(&mut intervals, &mut reactions));
+    }
+
+    #[test]
+    fn few_samples_decide_nothing() {
+        let mut intervals = vec![20 * MS; 3];
+        let mut reactions = vec![MS, 5 * MS, 9 * MS];
+        assert!(!follows_own_clock(&mut intervals, &mut reactions));
+    }
+}
