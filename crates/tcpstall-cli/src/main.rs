@@ -83,7 +83,7 @@ EXAMPLES:
 struct AnalyzeArgs {
     /// Capture file (pcap or pcapng), or - for standard input
     capture: PathBuf,
-    /// Print the JSON report (schema version 1, see docs/json-schema.md)
+    /// Print the JSON report (schema version 2, see docs/json-schema.md)
     #[arg(long)]
     json: bool,
     /// List every gap of every connection shown, with its packet numbers

@@ -20,6 +20,7 @@
 
 use serde::Serialize;
 
+use crate::basis::{Basis, Link};
 use crate::evidence::{self, AckTiming, Release};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
@@ -219,7 +220,7 @@ pub struct Evidence {
     pub confidence: Confidence,
     /// The links of the chain that held, in order, and the first that did not: the
     /// names are listed in docs/json-schema.md.
-    pub basis: Vec<&'static str>,
+    pub basis: Basis,
 }
 
 fn optional_seconds<S: serde::Serializer>(
@@ -343,7 +344,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     if ctx.segment_is_retransmission {
         event.class = StallClass::RetransmissionTimeout;
         event.holder = Some(ctx.sender);
-        event.evidence.basis.push("retransmission");
+        event.evidence.basis.push(Link::Retransmission);
         return Some(event);
     }
     let Some(ack) = &ctx.last_from_peer else {
@@ -359,14 +360,20 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
             basis.push(why);
             return idle_sender(ctx, config, event);
         }
-        Release::Proven => basis.extend(["tsecr-echoes-ack", "left-on-ack-arrival"]),
-        Release::OnTime => basis.push("left-on-ack-arrival"),
-        Release::Late { proven: true } => basis.extend(["tsecr-echoes-ack", "left-late"]),
-        Release::Late { proven: false } => basis.push("left-late"),
+        Release::Proven => {
+            basis.push(Link::TsecrEchoesAck);
+            basis.push(Link::LeftOnAckArrival);
+        }
+        Release::OnTime => basis.push(Link::LeftOnAckArrival),
+        Release::Late { proven: true } => {
+            basis.push(Link::TsecrEchoesAck);
+            basis.push(Link::LeftLate);
+        }
+        Release::Late { proven: false } => basis.push(Link::LeftLate),
     }
     if ctx.segment_bytes == 0 {
         // A bare FIN: the application closed; no data waited.
-        basis.push("bare-fin");
+        basis.push(Link::BareFin);
         return idle_sender(ctx, config, event);
     }
 
@@ -378,12 +385,12 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
         event.delayer = Some(peer);
         return Some(event);
     }
-    basis.push("window-open");
+    basis.push(Link::WindowOpen);
 
     // Link 3: a timer held the ACK.
     if !ack.ack_advanced {
         // The sender left right after a segment that acknowledged nothing new.
-        basis.push("ack-acknowledged-nothing-new");
+        basis.push(Link::AckAcknowledgedNothingNew);
         if ctx.gap_end - ctx.gap_start < config.min_gap + ctx.path_rtt[0] + ctx.path_rtt[1] {
             return None;
         }
@@ -393,12 +400,12 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
         AckTiming::Held { delay } => delay,
         AckTiming::Prompt(_) => return None,
         AckTiming::BeyondTimers { delay } => {
-            basis.push("ack-later-than-any-timer");
+            basis.push(Link::AckLaterThanAnyTimer);
             event.ack_delay = Some(delay);
             return Some(event);
         }
         AckTiming::Unknown => {
-            basis.push("acked-data-not-captured");
+            basis.push(Link::AckedDataNotCaptured);
             return Some(event);
         }
     };
@@ -407,10 +414,10 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     {
         // The capture's timing is as uncertain as the release was late: an ACK delay
         // within that is no evidence of a timer.
-        basis.push("ack-delay-within-timing-noise");
+        basis.push(Link::AckDelayWithinTimingNoise);
         return None;
     }
-    basis.push("ack-held-by-timer");
+    basis.push(Link::AckHeldByTimer);
     event.ack_delay = Some(delay);
     if release == (Release::Late { proven: false }) {
         // A late release without TSecr's proof: the capture cannot tell a held sender
@@ -418,7 +425,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
         return Some(event);
     }
     if ctx.sender_on_own_clock {
-        basis.push("sender-on-own-clock");
+        basis.push(Link::SenderOnOwnClock);
         event.ack_delay = None;
         return app_think_time(ctx, config, event);
     }
@@ -434,14 +441,14 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     let basis = &mut event.evidence.basis;
     match evidence::nagle_could_hold(ctx, ack) {
         Ok(()) => {
-            basis.push("nagle-could-hold");
+            basis.push(Link::NagleCouldHold);
             event.class = StallClass::NagleDelayedAck;
             event.pattern = Some(nagle_pattern(ctx, ack));
         }
-        Err("sender-not-using-nagle") => {
+        Err(Link::SenderNotUsingNagle) => {
             // A sub-MSS segment from a sender that does not wait for ACKs: it had
             // nothing to send, whatever the ACK did.
-            basis.push("sender-not-using-nagle");
+            basis.push(Link::SenderNotUsingNagle);
             event.holder = None;
             event.delayer = None;
             event.ack_delay = None;

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use crate::detect::{Pattern, StallClass, StallEvent};
+use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
@@ -237,6 +237,21 @@ impl ConnectionDiagnosis {
             }
         }
         counts
+    }
+
+    /// The listed TCP stalls by how firmly the capture supports them, firmest first.
+    pub fn confidence_counts(&self) -> Vec<(Confidence, usize)> {
+        [Confidence::High, Confidence::Medium, Confidence::Low]
+            .into_iter()
+            .map(|level| {
+                let n = self
+                    .events
+                    .iter()
+                    .filter(|e| e.class.is_tcp_stall() && e.evidence.confidence == level)
+                    .count();
+                (level, n)
+            })
+            .collect()
     }
 
     /// Gaps of any class, listed or not.

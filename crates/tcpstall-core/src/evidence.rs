@@ -11,6 +11,7 @@
 //!
 //! A link that fails names why, and the gap gets the class that the evidence supports.
 
+use crate::basis::Link;
 use crate::detect::{DetectConfig, GapContext, PeerSegment};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
@@ -51,7 +52,7 @@ pub enum Release {
     /// shows it was sent after the ACK arrived.
     Late { proven: bool },
     /// It did not wait for this ACK, and why.
-    NotReleased(&'static str),
+    NotReleased(Link),
 }
 
 /// What the released segment's TSecr says about the ACK (RFC 7323: TSecr echoes the
@@ -80,18 +81,18 @@ pub fn echo(ctx: &GapContext, ack: &PeerSegment) -> Echo {
 pub fn release_by(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> Release {
     let reaction = ctx.gap_end - ack.time;
     if reaction < 0 {
-        return Release::NotReleased("ack-after-data");
+        return Release::NotReleased(Link::AckAfterData);
     }
     let echo = echo(ctx, ack);
     if echo == Echo::PredatesAck {
-        return Release::NotReleased("tsecr-predates-ack");
+        return Release::NotReleased(Link::TsecrPredatesAck);
     }
     // Both times are stamped by a clock of this granularity.
     let clock = 2 * ctx.clock_granularity;
     if let Some(floor) = ctx.path_floor[ctx.sender]
         && reaction + EARLY_SLACK.max(clock) < floor
     {
-        return Release::NotReleased("left-before-ack-could-arrive");
+        return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
     }
     let on_time = on_time_limit(ctx, config);
     let proven = echo == Echo::EchoesAck;
@@ -104,7 +105,7 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     } else if reaction <= on_time + HOST_DELAY {
         Release::Late { proven }
     } else {
-        Release::NotReleased("left-long-after-ack")
+        Release::NotReleased(Link::LeftLongAfterAck)
     }
 }
 
@@ -123,9 +124,9 @@ pub fn lateness(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> N
 /// Link 2: the receiver's window, not an ACK timer, kept the sender quiet. It was zero
 /// during the gap; or the sender could not fit the released data under the right edge
 /// before the ACK moved it; or the burst the ACK released stopped at the new right edge.
-pub fn window_limited(ctx: &GapContext, ack: &PeerSegment) -> Option<&'static str> {
+pub fn window_limited(ctx: &GapContext, ack: &PeerSegment) -> Option<Link> {
     if ctx.peer_zero_window {
-        return Some("zero-window");
+        return Some(Link::ZeroWindow);
     }
     let sent_up_to = ack.snd_una_before + ack.outstanding_before;
     if let Some(window) = ack.window_before {
@@ -134,7 +135,7 @@ pub fn window_limited(ctx: &GapContext, ack: &PeerSegment) -> Option<&'static st
             .window_after
             .is_some_and(|after| ack.snd_una_before + ack.newly_acked + after > right_edge_before);
         if moved && sent_up_to + u64::from(ctx.segment_bytes) > right_edge_before {
-            return Some("window-full-before-ack");
+            return Some(Link::WindowFullBeforeAck);
         }
     }
     if let Some(window) = ack.window_after {
@@ -145,7 +146,7 @@ pub fn window_limited(ctx: &GapContext, ack: &PeerSegment) -> Option<&'static st
         if burst_of_full_segments
             && right_edge_after.saturating_sub(ctx.burst_end) < u64::from(ctx.sender_full_size)
         {
-            return Some("burst-fills-window");
+            return Some(Link::BurstFillsWindow);
         }
     }
     None
@@ -206,19 +207,19 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
 /// Link 4: Nagle (RFC 896, RFC 1122 4.2.3.4) could have held this data behind the
 /// unacknowledged data that `ack` cleared. Nagle holds only a sub-MSS segment, and only
 /// while data is unacknowledged (classic) or a sub-MSS segment is (Minshall's variant).
-pub fn nagle_could_hold(ctx: &GapContext, ack: &PeerSegment) -> Result<(), &'static str> {
+pub fn nagle_could_hold(ctx: &GapContext, ack: &PeerSegment) -> Result<(), Link> {
     if ctx.segment_bytes >= ctx.sender_full_size {
-        return Err("full-sized-segment");
+        return Err(Link::FullSizedSegment);
     }
     if u64::from(ctx.segment_bytes) + ctx.burst_bytes >= u64::from(ctx.sender_full_size) {
-        return Err("released-a-full-segment");
+        return Err(Link::ReleasedAFullSegment);
     }
     if ctx.sender_nagle_off {
-        return Err("sender-not-using-nagle");
+        return Err(Link::SenderNotUsingNagle);
     }
     let acked_everything = ack.newly_acked >= ack.outstanding_before;
     if !acked_everything && ack.small_outstanding_after {
-        return Err("small-segment-still-unacknowledged");
+        return Err(Link::SmallSegmentStillUnacknowledged);
     }
     Ok(())
 }

@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use rustc_hash::FxHashMap;
 
+use crate::basis::Link;
 use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
 use crate::evidence::follows_own_clock;
 use crate::segment::{Nanos, Segment};
@@ -113,6 +114,8 @@ pub struct Direction {
     zero_window_since: Option<(Nanos, u64)>,
     /// Urgent mode lasts until the data up to here is acknowledged.
     urgent_until: u64,
+    /// Its full segment size as of its last data segment.
+    full_size: u32,
 }
 
 /// A [`PeerSegment`] in 56 bytes instead of 96: written for every segment, read only when
@@ -171,6 +174,11 @@ impl LastSegment {
                 | flag(segment.tsval_is_new, Self::TSVAL_IS_NEW)
                 | flag(segment.small_outstanding_after, Self::SMALL_AFTER),
         }
+    }
+
+    /// When the segment was captured, if there was one.
+    fn time(&self) -> Option<Nanos> {
+        (self.flags & Self::SEEN != 0).then_some(self.time)
     }
 
     fn get(&self) -> Option<PeerSegment> {
@@ -345,6 +353,28 @@ impl Connection {
         }
     }
 
+    /// The size from which `side`'s segments are full-sized: the MSS its peer announced,
+    /// or Ethernet's when no SYN was captured (a capture taken before segmentation
+    /// offload shows larger records, which are no bigger segments), or the smaller
+    /// segment limit it was seen keeping to.
+    fn full_size(&self, side: usize) -> u32 {
+        let mss = match self.send_mss(side) {
+            (_, MssSource::Inferred) => self.send_mss_assumed(side),
+            (mss, _) => mss,
+        };
+        self.dirs[side].sender.full_size(mss)
+    }
+
+    fn send_mss_assumed(&self, side: usize) -> u32 {
+        let timestamps = self.dirs[side].timestamps_seen && self.dirs[1 - side].timestamps_seen;
+        DEFAULT_ETHERNET_MSS
+            - if timestamps {
+                TIMESTAMP_OPTION_BYTES
+            } else {
+                0
+            }
+    }
+
     pub fn path_rtt(&self, side: usize) -> Nanos {
         self.dirs[side].path_rtt.unwrap_or(0)
     }
@@ -384,7 +414,9 @@ impl Connection {
         }
         self.dirs[x].last_raw = Some(raw);
         self.dirs[x].last_raw_time = t;
-        self.clock.observe(t);
+        if self.packets < CLOCK_SAMPLE_PACKETS {
+            self.clock.observe(t);
+        }
         self.packets += 1;
         self.dirs[x].packets += 1;
         self.last_time = self.last_time.max(t);
@@ -458,11 +490,16 @@ impl Connection {
         }
         // This side's previous segment: its own ACK of the other side's data, if the gap
         // this segment may end had one.
-        let previous_own = self.dirs[x].last.get();
+        let previous_time = self.dirs[x].last.time();
+        let previous_own = if carries_data {
+            self.dirs[x].last.get()
+        } else {
+            None
+        };
         self.dirs[x].last = LastSegment::new(&PeerSegment {
             packet,
             time: t,
-            previous_time: previous_own.as_ref().map(|own| own.time),
+            previous_time,
             ack_advanced: acked.advanced,
             snd_una_before: acked.snd_una_before,
             outstanding_before: acked.outstanding_before,
@@ -588,8 +625,8 @@ impl Connection {
         let (Some(data_time), Some(round_trip)) = (acked.newest_time, acked.round_trip) else {
             return;
         };
-        let (peer_mss, _) = self.send_mss(y);
-        let full_size = u64::from(self.dirs[y].sender.full_size(peer_mss));
+        // The full size as of the peer's data it acknowledges.
+        let full_size = u64::from(self.dirs[y].full_size);
         if acked.newly_acked * 2 > full_size * 3 {
             self.dirs[x].prompt_ack = Some((packet, data_time, round_trip));
             self.note_prompt_ack(y, data_time, round_trip);
@@ -630,7 +667,10 @@ impl Connection {
     ) {
         let y = 1 - x;
         let t = segment.time;
-        let (mss, _) = self.send_mss(x);
+        let mss = match self.send_mss(x) {
+            (_, MssSource::Inferred) => self.send_mss_assumed(x),
+            (mss, _) => mss,
+        };
 
         if let Some((gap_start, before_side, before_packet)) = self.last_data
             && t - gap_start >= config.min_gap
@@ -745,6 +785,7 @@ impl Connection {
             dir.small_in_flight = dir.in_flight.iter().filter(|f| f.small).count() as u32;
         }
         let full_size = dir.sender.full_size(mss);
+        dir.full_size = full_size;
         if dir.peer_spoke_since_data || dir.data_segments == 0 {
             dir.message_full_segments = 0;
             dir.message_segments = 0;
@@ -780,10 +821,7 @@ impl Connection {
     fn classify_gaps(&mut self, config: &DetectConfig) {
         let path_rtt = [self.path_rtt(0), self.path_rtt(1)];
         let path_floor = [self.dirs[0].bare_path_rtt, self.dirs[1].bare_path_rtt];
-        let full_size = [0, 1].map(|side| {
-            let (mss, _) = self.send_mss(side);
-            self.dirs[side].sender.full_size(mss)
-        });
+        let full_size = [0, 1].map(|side| self.full_size(side));
         let on_own_clock = [0, 1].map(|side| self.sender_on_own_clock(side));
         for gap in self.gaps.drain(..) {
             let mut context = gap.context;
@@ -858,7 +896,7 @@ impl Connection {
                     data_after_packet: last.packet,
                     window_before: Some(0),
                     window_after: Some(0),
-                    basis: vec!["zero-window", "still-closed-at-end"],
+                    basis: crate::basis::Basis::of(&[Link::ZeroWindow, Link::StillClosedAtEnd]),
                     ..Default::default()
                 },
             };
@@ -885,6 +923,9 @@ impl Connection {
         self.reset || (self.dirs[0].fin_seen && self.dirs[1].fin_seen)
     }
 }
+
+/// A connection's first packets tell the step of the capture's clock.
+const CLOCK_SAMPLE_PACKETS: u64 = 64;
 
 /// The step of a capture's clock, learned from its timestamps: a capture stamped in
 /// milliseconds cannot time a reaction to better than that.

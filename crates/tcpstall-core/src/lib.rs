@@ -7,6 +7,7 @@
 //! concludes per connection, [`analyze`] wires the pipeline, and [`report`] renders.
 
 pub mod analyze;
+pub mod basis;
 pub mod capture;
 pub mod detect;
 pub mod diagnosis;

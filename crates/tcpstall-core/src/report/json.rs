@@ -1,4 +1,4 @@
-//! The JSON report, schema version 1 (documented in `docs/json-schema.md`).
+//! The JSON report, schema version 2 (documented in `docs/json-schema.md`).
 //!
 //! Times are seconds as floating-point numbers: `start` values count from the first
 //! packet of the capture, durations and delays are plain lengths. Endpoints are
@@ -13,7 +13,7 @@ use crate::detect::{Evidence, StallEvent};
 use crate::diagnosis::ConnectionDiagnosis;
 use crate::segment::{Nanos, secs};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Serialize)]
 pub struct JsonReport {
@@ -91,6 +91,7 @@ pub struct JsonConnection {
     pub pattern: Option<JsonPattern>,
     pub fixes: Vec<JsonFix>,
     pub gaps_by_class: BTreeMap<&'static str, JsonClassTotal>,
+    pub stalls_by_confidence: BTreeMap<&'static str, usize>,
     pub stalls: Vec<JsonStall>,
 }
 
@@ -287,6 +288,11 @@ fn connection(c: &ConnectionDiagnosis, origin: Nanos) -> JsonConnection {
                     },
                 )
             })
+            .collect(),
+        stalls_by_confidence: c
+            .confidence_counts()
+            .into_iter()
+            .map(|(confidence, n)| (confidence.name(), n))
             .collect(),
         stalls: c.events.iter().map(|e| stall(c, e, origin)).collect(),
     }

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::analyze::Analysis;
-use crate::detect::{Pattern, StallClass, StallEvent};
+use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::diagnosis::{ConnectionDiagnosis, Role};
 use crate::report::json::speedup;
 use crate::segment::{Nanos, millis, secs};
@@ -204,6 +204,17 @@ fn render_connection(
             pattern_description(pattern, c.holder)
         );
     }
+    if c.stall_count > 0 {
+        let levels: Vec<String> = c
+            .confidence_counts()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(level, n)| format!("{n} {}", confidence_description(level)))
+            .collect();
+        if !levels.is_empty() {
+            let _ = writeln!(out, "  evidence:   {}", levels.join(", "));
+        }
+    }
     let others: Vec<String> = c
         .class_counts()
         .into_iter()
@@ -249,8 +260,8 @@ fn render_connection(
     if options.stalls && !c.events.is_empty() {
         let _ = writeln!(
             out,
-            "  {:>4} {:>10} {:<22} {:>9} {:>10} {:>8} {:<8} packets",
-            "#", "start s", "class", "gap ms", "ack ms", "bytes", "sender"
+            "  {:>4} {:>10} {:<22} {:>9} {:>10} {:>8} {:<8} {:<7} packets",
+            "#", "start s", "class", "gap ms", "ack ms", "bytes", "sender", "conf."
         );
         for (i, e) in c.events.iter().enumerate() {
             render_event(out, c, e, i + 1, origin);
@@ -280,9 +291,14 @@ fn render_event(
             e.evidence.data_before_packet, e.evidence.data_after_packet
         ),
     };
+    let confidence = if e.class.is_tcp_stall() {
+        e.evidence.confidence.name()
+    } else {
+        "-"
+    };
     let _ = writeln!(
         out,
-        "  {:>4} {:>10.6} {:<22} {:>9.1} {:>10} {:>8} {:<8} {}",
+        "  {:>4} {:>10.6} {:<22} {:>9.1} {:>10} {:>8} {:<8} {:<7} {}",
         n,
         secs(e.start - origin),
         e.class.name(),
@@ -290,8 +306,25 @@ fn render_event(
         ack,
         e.held_bytes,
         c.role_of_side(e.sender).name(),
+        confidence,
         packets
     );
+    if !e.evidence.basis.is_empty() {
+        let _ = writeln!(
+            out,
+            "         rests on: {}",
+            e.evidence.basis.names().join(", ")
+        );
+    }
+}
+
+fn confidence_description(level: Confidence) -> &'static str {
+    match level {
+        Confidence::High => "proven by TSecr and timing",
+        Confidence::Medium => "by timing alone",
+        Confidence::Low => "proven by TSecr, released late",
+        Confidence::None => "not rated",
+    }
 }
 
 fn held_description(c: &ConnectionDiagnosis) -> String {
