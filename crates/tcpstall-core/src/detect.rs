@@ -267,6 +267,9 @@ pub struct GapContext {
     /// The round trip of a prompt ACK from the other side for the same flight of data:
     /// what the path, queue included, took then.
     pub prompt_round_trip: Option<Nanos>,
+    /// The other side acknowledged the previous full segment of the same flight alone,
+    /// sooner than any timer: it acknowledges every segment.
+    pub peer_acks_every_segment: bool,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
     /// The other side advertised a zero window during the gap.

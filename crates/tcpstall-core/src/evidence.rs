@@ -173,6 +173,9 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     let Some(data_seen) = ack.acked_data_time else {
         return AckTiming::Unknown;
     };
+    if ctx.peer_acks_every_segment {
+        return AckTiming::Prompt("peer-acks-every-segment");
+    }
     let peer = 1 - ctx.sender;
     let sample = ack.time - data_seen;
     let path = ctx.path_rtt[peer];

@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::basis::Link;
 use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
-use crate::evidence::follows_own_clock;
+use crate::evidence::{SHORTEST_TIMER, follows_own_clock};
 use crate::segment::{Nanos, Segment};
 use crate::sender::{SenderEvidence, SentData};
 
@@ -35,10 +35,8 @@ const SEQ_ORIGIN: u64 = 1 << 32;
 /// one of them measures the path (and its queue) the others met too.
 const SAME_FLIGHT: Nanos = 2_000_000;
 
-/// An ACK for data sent this shortly before measures the queue the next data met. A
-/// receiver that delays ACKs does not acknowledge data alone, by its timer, when more
-/// data sent less than its shortest timer later (Linux TCP_DELACK_MIN, 40 ms) was on
-/// its way: it would have acknowledged both together.
+/// A prompt ACK for data sent this shortly before (Linux's shortest delayed-ACK timer,
+/// TCP_DELACK_MIN) measures the queue the next data met.
 const PREVIOUS_FLIGHT: Nanos = 40_000_000;
 
 /// One data segment still waiting for its ACK.
@@ -107,9 +105,13 @@ pub struct Direction {
     /// This side's last prompt ACK (one for more than a full segment): when the data it
     /// acknowledged was seen, and the round trip it measured.
     prompt_ack: Option<(u64, Nanos, Nanos)>,
-    /// This side's two latest ACKs of new data: the packet, when the newest data each
-    /// acknowledged was seen, and the round trip each measured.
+    /// This side's two latest pure ACKs of new data that came sooner than any delayed-ACK
+    /// timer: the packet, when the newest data each acknowledged was seen, and the round
+    /// trip each measured.
     ack_samples: [Option<(u64, Nanos, Nanos)>; 2],
+    /// This side's two latest pure ACKs that each acknowledged exactly one full segment:
+    /// the packet, when that segment was seen, and when the ACK was.
+    single_segment_acks: [Option<(u64, Nanos, Nanos)>; 2],
     /// Since when the window this side advertises has been zero.
     zero_window_since: Option<(Nanos, u64)>,
     /// Urgent mode lasts until the data up to here is acknowledged.
@@ -242,6 +244,24 @@ impl Direction {
 
     /// A round-trip sample. `bare` when nothing but the path is in it (the handshake,
     /// a pure ACK); an ACK riding on data also holds the application's own time.
+    /// RFC 1122 4.2.3.2 receivers acknowledge every second full segment: one that
+    /// acknowledged, alone, a full segment sent back to back with the one `ack` alone
+    /// acknowledges, and did so less than any delayed-ACK timer before, did not wait
+    /// for a second segment. It acknowledges every segment (Linux's quick-ack mode), so
+    /// `ack` was not held either.
+    fn acks_every_segment(&self, ack: &PeerSegment) -> bool {
+        let [
+            Some((latest, data_time, _)),
+            Some((_, previous_data, previous_time)),
+        ] = self.single_segment_acks
+        else {
+            return false;
+        };
+        latest == ack.packet
+            && (data_time - previous_data).abs() <= SAME_FLIGHT
+            && ack.time - previous_time < SHORTEST_TIMER
+    }
+
     fn record_rtt_sample(&mut self, sample: Nanos, bare: bool) {
         if sample >= 0 {
             self.path_rtt = Some(self.path_rtt.map_or(sample, |r| r.min(sample)));
@@ -574,19 +594,21 @@ impl Connection {
             self.dirs[x].record_rtt_sample(t - synack, true);
         }
         let peer = &mut self.dirs[y];
+        outcome.snd_una_before = peer.snd_una;
+        outcome.outstanding_before = peer.snd_max - peer.snd_una;
         if ack <= peer.snd_una || ack > peer.snd_max {
             return outcome;
         }
         outcome.advanced = true;
-        outcome.snd_una_before = peer.snd_una;
-        outcome.outstanding_before = peer.snd_max - peer.snd_una;
         outcome.newly_acked = ack - peer.snd_una;
         outcome.outstanding_small = peer.small_in_flight > 0;
         let mut rtt_sample = None;
+        let mut acked_segments = 0u32;
         while let Some(&done) = peer.in_flight.front() {
             if done.end > ack {
                 break;
             }
+            acked_segments += 1;
             peer.in_flight.pop_front();
             peer.small_in_flight -= u32::from(done.small);
             outcome.newest_time = Some(done.time);
@@ -601,6 +623,15 @@ impl Connection {
         }
         peer.snd_una = ack;
         outcome.small_after = peer.small_in_flight > 0;
+        if acked_segments == 1
+            && !outcome.newest_small
+            && segment.payload_len == 0
+            && let Some(data_time) = outcome.newest_time
+        {
+            let singles = &mut self.dirs[x].single_segment_acks;
+            singles[1] = singles[0];
+            singles[0] = Some((packet, data_time, t));
+        }
         if let Some(sample) = rtt_sample {
             self.dirs[x]
                 .record_rtt_sample(sample, segment.payload_len == 0 && !segment.flags.fin());
@@ -608,10 +639,18 @@ impl Connection {
                 && segment.payload_len == 0
             {
                 // A pure ACK: a reply carrying the ACK measures the application too.
-                let samples = &mut self.dirs[x].ack_samples;
-                samples[1] = samples[0];
-                samples[0] = Some((packet, data_time, sample));
                 outcome.round_trip = Some(sample);
+                // Sooner than any per-connection delayed-ACK timer beyond the path (its
+                // queue as the last such ACK measured it, or its minimum): the path's
+                // own round trip, queue included.
+                let queue_reference = self.dirs[x].ack_samples[0]
+                    .filter(|(_, previous_data, _)| data_time - previous_data <= PREVIOUS_FLIGHT)
+                    .map_or(self.path_rtt(x), |(_, _, round_trip)| round_trip);
+                if sample - queue_reference < SHORTEST_TIMER {
+                    let samples = &mut self.dirs[x].ack_samples;
+                    samples[1] = samples[0];
+                    samples[0] = Some((packet, data_time, sample));
+                }
             }
         }
         outcome
@@ -684,6 +723,9 @@ impl Connection {
             let prompt_round_trip = last_from_peer
                 .as_ref()
                 .and_then(|ack| self.dirs[y].path_reference_for(ack));
+            let peer_acks_every_segment = last_from_peer
+                .as_ref()
+                .is_some_and(|ack| self.dirs[y].acks_every_segment(ack));
             let sender_acked_peer_at = previous_own
                 .filter(|own| own.time > gap_start && own.ack_advanced)
                 .map(|own| own.time);
@@ -705,6 +747,7 @@ impl Connection {
                 path_floor: [None, None],
                 clock_granularity: 0,
                 prompt_round_trip,
+                peer_acks_every_segment,
                 last_from_peer,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
