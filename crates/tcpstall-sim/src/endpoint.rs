@@ -6,18 +6,44 @@ use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 
 use crate::profile::{DelayedAckTimer, NagleMode, RtoRule, StackProfile};
 use crate::scenario::SocketOptions;
+use crate::window::{
+    ReceiveBuffer, WindowRules, persist_interval, read_opens_window, sender_may_use_window,
+};
 
-/// Receive buffer every endpoint advertises; applications here read at once, so the
-/// window stays open and never limits unless a scenario says so.
-pub const RECEIVE_WINDOW: u64 = 4 << 20;
-/// Window scale shift announced in SYNs (RFC 7323).
-pub const WINDOW_SCALE: u8 = 7;
+pub use crate::window::{UNLIMITED_WINDOW as RECEIVE_WINDOW, WINDOW_SCALE};
+
 const TIMESTAMP_OPTION_BYTES: u32 = 12;
 const MAX_RTO: Nanos = 60_000 * NANOS_PER_MILLI;
+
+/// Why a segment was sent: what the ground truth needs to name a gap it ends or a hold
+/// it releases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentKind {
+    /// New data (or a FIN) as the sending rules allowed.
+    Data,
+    /// Data sent again after the retransmission timer (`true`) or three duplicate ACKs.
+    Retransmission { by_timer: bool },
+    /// A zero-window probe sent by the persist timer (data or a bare ACK below snd_una).
+    WindowProbe,
+    /// A pure ACK the delayed-ACK timer sent (`ack_delay` says how long it waited).
+    DelayedAck,
+    /// A pure ACK sent at once on arrival (every second segment, quick-ack mode, out of
+    /// order, a FIN, TCP_QUICKACK).
+    PromptAck,
+    /// A pure ACK sent because the application read (a window update, or a pending ACK
+    /// that the read made due).
+    ReadAck,
+    /// A pure ACK answering an unacceptable segment (a window probe, data beyond the window).
+    ProbeAnswer,
+    /// The handshake.
+    Handshake,
+}
 
 /// A segment on the simulated wire, with what the simulator knows about it.
 #[derive(Clone, Debug)]
 pub struct WireSegment {
+    /// Set by the engine when the segment is sent: names it in the ground truth.
+    pub id: u64,
     pub from: usize,
     /// Sequence and acknowledgement numbers relative to each side's ISN (SYN = 0).
     pub seq: u64,
@@ -34,8 +60,13 @@ pub struct WireSegment {
     /// This pure ACK was held by the delayed-ACK timer for this long after the data.
     pub ack_delay: Option<Nanos>,
     pub retransmission: bool,
+    pub kind: SegmentKind,
     /// This segment's data had been held, for this reason and this long.
     pub held: Option<(HoldReason, Nanos)>,
+    /// The segment whose arrival released that hold (its id), if one did.
+    pub released_by: Option<u64>,
+    /// Segments sent by one call of the sending rules share this number (one TSO burst).
+    pub burst: u64,
 }
 
 /// Why a sender could not send what the application had written.
@@ -45,7 +76,11 @@ pub enum HoldReason {
     Cork,
     Autocork,
     CongestionWindow,
+    /// The peer's window, open to its full size, was filled by data in flight.
     ReceiveWindow,
+    /// The peer's window was closed or smaller than its largest: its application had not
+    /// read what arrived.
+    PeerWindow,
 }
 
 impl HoldReason {
@@ -56,6 +91,7 @@ impl HoldReason {
             HoldReason::Autocork => "autocork",
             HoldReason::CongestionWindow => "congestion-window",
             HoldReason::ReceiveWindow => "receive-window",
+            HoldReason::PeerWindow => "peer-window",
         }
     }
 }
@@ -69,6 +105,8 @@ pub struct ReleasedHold {
     pub bytes: u32,
     /// The delay of the timer-delayed ACK that released it, if one did.
     pub released_by_delayed_ack: Option<Nanos>,
+    /// The released segment, by the engine's count of this side's segments in `Output`.
+    pub segment_index: usize,
 }
 
 /// What an endpoint wants the engine to do after an input.
@@ -80,9 +118,11 @@ pub struct Output {
     pub delack_at: Option<Nanos>,
     pub rto_at: Option<Nanos>,
     pub cork_flush_at: Option<Nanos>,
+    /// Arm the persist timer at this time (`Nanos::MAX`: stop it).
+    pub persist_at: Option<Nanos>,
     /// A write waits for this side's data to leave the host: try again when it has.
     pub autocorked: bool,
-    /// Bytes newly delivered to the application.
+    /// Bytes newly queued in order for the application to read.
     pub delivered: u64,
     pub peer_closed: bool,
 }
@@ -106,7 +146,17 @@ pub struct Endpoint {
     snd_sml: u64,
     cwnd: u64,
     ssthresh: u64,
+    /// The right edge of the peer's window (SND.UNA + SND.WND), and the largest window
+    /// it offered.
+    peer_right_edge: u64,
     peer_window: u64,
+    max_peer_window: u64,
+    /// Persist timer: armed, and how many probes it has sent since the window last opened.
+    persist_armed: bool,
+    persist_backoff: u32,
+    /// The end of an outstanding one-byte probe sent beyond the window (BSD).
+    probe_end: u64,
+    bursts: u64,
     srtt: Option<Nanos>,
     rttvar: Nanos,
     rto: Nanos,
@@ -117,6 +167,7 @@ pub struct Endpoint {
     /// When this side's last data segment has left the host (set by the link).
     pub data_in_host_until: Nanos,
     pub fin_sent: bool,
+    close_requested: bool,
     // Receiving.
     rcv_nxt: u64,
     out_of_order: Vec<(u64, u64)>,
@@ -130,6 +181,11 @@ pub struct Endpoint {
     last_receive: Option<Nanos>,
     jiffy_phase: Nanos,
     pub peer_fin: bool,
+    /// Small pushed segments arrived since the last ACK (Linux ICSK_ACK_PUSHED, PUSHED2).
+    pushed: u8,
+    pub receive_buffer: ReceiveBuffer,
+    /// When the newest in-order data arrived.
+    pub last_in_order_arrival: Nanos,
 }
 
 impl Endpoint {
@@ -138,6 +194,7 @@ impl Endpoint {
         profile: StackProfile,
         options: SocketOptions,
         jiffy_phase: Nanos,
+        receive_buffer: ReceiveBuffer,
     ) -> Endpoint {
         Endpoint {
             side,
@@ -155,7 +212,13 @@ impl Endpoint {
             snd_sml: 0,
             cwnd: 0,
             ssthresh: u64::MAX,
+            peer_right_edge: 1 + RECEIVE_WINDOW,
             peer_window: RECEIVE_WINDOW,
+            max_peer_window: RECEIVE_WINDOW,
+            persist_armed: false,
+            persist_backoff: 0,
+            probe_end: 0,
+            bursts: 0,
             srtt: None,
             rttvar: 0,
             rto: 1000 * NANOS_PER_MILLI,
@@ -165,6 +228,7 @@ impl Endpoint {
             cork_deadline: None,
             data_in_host_until: 0,
             fin_sent: false,
+            close_requested: false,
             rcv_nxt: 0,
             out_of_order: Vec::new(),
             unacked_bytes: 0,
@@ -177,12 +241,15 @@ impl Endpoint {
             last_receive: None,
             jiffy_phase,
             peer_fin: false,
+            pushed: 0,
+            receive_buffer,
+            last_in_order_arrival: 0,
         }
     }
 
     /// Settles what the handshake negotiated: the MSS each way (less the timestamp option
     /// when both sides use it) and the initial window (RFC 6928: IW segments).
-    pub fn establish(&mut self, own_mss: u32, peer_mss: u32, timestamps: bool) {
+    pub fn establish(&mut self, own_mss: u32, peer_mss: u32, timestamps: bool, peer_window: u64) {
         let overhead = if timestamps {
             TIMESTAMP_OPTION_BYTES
         } else {
@@ -197,6 +264,19 @@ impl Endpoint {
         self.snd_sml = 1;
         self.rcv_nxt = 1;
         self.rto = self.profile.min_rto.max(self.rto);
+        self.peer_window = peer_window;
+        self.peer_right_edge = 1 + peer_window;
+        self.max_peer_window = peer_window;
+        self.receive_buffer.advertised_at = 1;
+    }
+
+    fn window_rules(&self) -> WindowRules {
+        self.profile.window_rules
+    }
+
+    /// The window this side offers in its SYN (unscaled, at most 65,535).
+    pub fn syn_window(&self) -> u64 {
+        self.receive_buffer.capacity.min(65_535)
     }
 
     pub fn timestamps_on(&self) -> bool {
@@ -225,14 +305,18 @@ impl Endpoint {
             fin: false,
             ack_flag: ack,
             psh: false,
-            window: 65_535,
+            window: self.syn_window(),
             timestamps: with_timestamps
                 .then(|| (self.tsval(now), if ack { self.ts_recent } else { 0 })),
             mss_option: Some(announced_mss),
             window_scale: Some(WINDOW_SCALE),
             ack_delay: None,
             retransmission: false,
+            kind: SegmentKind::Handshake,
             held: None,
+            released_by: None,
+            burst: 0,
+            id: 0,
         }
     }
 
@@ -240,8 +324,13 @@ impl Endpoint {
         self.ts_recent = tsval;
     }
 
-    fn segment(&self, now: Nanos, seq: u64, len: u32) -> WireSegment {
+    /// A segment from this side; every one carries the window it offers now.
+    fn segment(&mut self, now: Nanos, seq: u64, len: u32, kind: SegmentKind) -> WireSegment {
+        let window = self
+            .receive_buffer
+            .advertise(self.window_rules(), self.rcv_nxt, self.rcv_mss);
         WireSegment {
+            id: 0,
             from: self.side,
             seq,
             ack: self.rcv_nxt,
@@ -250,14 +339,23 @@ impl Endpoint {
             fin: false,
             ack_flag: true,
             psh: false,
-            window: RECEIVE_WINDOW,
+            window,
             timestamps: self.timestamps.then(|| (self.tsval(now), self.ts_recent)),
             mss_option: None,
             window_scale: None,
             ack_delay: None,
             retransmission: false,
+            kind,
             held: None,
+            released_by: None,
+            burst: self.bursts,
         }
+    }
+
+    /// The window this side offers now (for the handshake's last ACK).
+    pub fn current_window(&mut self) -> u64 {
+        self.receive_buffer
+            .advertise(self.window_rules(), self.rcv_nxt, self.rcv_mss)
     }
 
     // ---- The application's side of the socket. ----
@@ -273,15 +371,24 @@ impl Endpoint {
         self.try_send(now, None, out);
     }
 
-    /// close(): a FIN after the written data.
+    /// close(): a FIN after the written data, as soon as all of it has been sent.
     pub fn app_close(&mut self, now: Nanos, out: &mut Output) {
-        if self.fin_sent {
+        if self.fin_sent || self.close_requested {
             return;
         }
+        self.close_requested = true;
         self.push_point = self.written;
         self.try_send(now, None, out);
-        if self.snd_nxt == self.written {
-            let mut fin = self.segment(now, self.snd_nxt, 0);
+    }
+
+    /// Bytes the application has written (sequence space: data starts at 1).
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    fn send_fin_when_all_sent(&mut self, now: Nanos, out: &mut Output) {
+        if self.close_requested && !self.fin_sent && self.snd_nxt == self.written {
+            let mut fin = self.segment(now, self.snd_nxt, 0, SegmentKind::Data);
             fin.fin = true;
             self.fin_sent = true;
             self.snd_nxt += 1;
@@ -332,6 +439,7 @@ impl Endpoint {
     /// released hold can name it.
     pub fn try_send(&mut self, now: Nanos, trigger: Option<&WireSegment>, out: &mut Output) {
         let mut sent_data_now = false;
+        self.bursts += 1;
         loop {
             let available = self.written.saturating_sub(self.snd_nxt);
             if available == 0 || self.fin_sent {
@@ -339,22 +447,35 @@ impl Endpoint {
                 break;
             }
             let in_flight = self.snd_nxt - self.snd_una;
-            let len = available.min(u64::from(self.send_mss)) as u32;
-            let partial = len < self.send_mss;
-            let reason = if in_flight + u64::from(len) > self.peer_window {
-                Some(HoldReason::ReceiveWindow)
-            } else if in_flight + u64::from(len) > self.cwnd.max(u64::from(self.send_mss))
-                && in_flight > 0
-            {
-                Some(HoldReason::CongestionWindow)
-            } else if partial && self.cork_holds(now, self.snd_nxt + u64::from(len)) {
-                Some(HoldReason::Cork)
-            } else if partial && self.nagle_holds() {
-                Some(HoldReason::Nagle)
-            } else if partial && self.autocork_holds(now, sent_data_now) {
-                Some(HoldReason::Autocork)
-            } else {
-                None
+            let mut len = available.min(u64::from(self.send_mss)) as u32;
+            let usable = self.peer_right_edge.saturating_sub(self.snd_nxt);
+            let window_fit = sender_may_use_window(
+                self.window_rules(),
+                u64::from(len),
+                usable,
+                available,
+                self.max_peer_window,
+                in_flight == 0,
+            );
+            let reason = match window_fit {
+                None => Some(self.window_hold_reason()),
+                Some(fits) => {
+                    len = fits as u32;
+                    let partial = len < self.send_mss;
+                    if in_flight + u64::from(len) > self.cwnd.max(u64::from(self.send_mss))
+                        && in_flight > 0
+                    {
+                        Some(HoldReason::CongestionWindow)
+                    } else if partial && self.cork_holds(now, self.snd_nxt + u64::from(len)) {
+                        Some(HoldReason::Cork)
+                    } else if partial && self.nagle_holds() {
+                        Some(HoldReason::Nagle)
+                    } else if partial && self.autocork_holds(now, sent_data_now) {
+                        Some(HoldReason::Autocork)
+                    } else {
+                        None
+                    }
+                }
             };
             if let Some(reason) = reason {
                 match self.hold {
@@ -373,15 +494,18 @@ impl Endpoint {
                 }
                 break;
             }
-            let mut segment = self.segment(now, self.snd_nxt, len);
+            let partial = len < self.send_mss;
+            let mut segment = self.segment(now, self.snd_nxt, len, SegmentKind::Data);
             if let Some((reason, since)) = self.hold.take() {
                 segment.held = Some((reason, now - since));
+                segment.released_by = trigger.map(|t| t.id);
                 out.released.push(ReleasedHold {
                     reason,
                     since,
                     released: now,
                     bytes: len,
                     released_by_delayed_ack: trigger.and_then(|t| t.ack_delay),
+                    segment_index: out.segments.len(),
                 });
             }
             segment.psh = self.snd_nxt + u64::from(len) == self.written;
@@ -399,6 +523,89 @@ impl Endpoint {
                 out.rto_at = Some(now + self.rto);
             }
         }
+        self.send_fin_when_all_sent(now, out);
+        self.check_persist_timer(now, out);
+    }
+
+    /// Which window held the sender: the peer's window below its largest means its
+    /// application has not read what arrived; at its largest, data in flight filled it.
+    fn window_hold_reason(&self) -> HoldReason {
+        if self.peer_window < self.max_peer_window {
+            HoldReason::PeerWindow
+        } else {
+            HoldReason::ReceiveWindow
+        }
+    }
+
+    /// RFC 9293 3.8.6.1 (Linux tcp_check_probe_timer, BSD tcp_setpersist): with data
+    /// waiting for the window and nothing in flight to bring an ACK, the persist timer
+    /// runs; once the window lets data go it stops and its backoff resets.
+    fn check_persist_timer(&mut self, now: Nanos, out: &mut Output) {
+        let window_blocked = matches!(
+            self.hold,
+            Some((HoldReason::ReceiveWindow | HoldReason::PeerWindow, _))
+        );
+        let nothing_in_flight = self.snd_una == self.snd_nxt;
+        if window_blocked && nothing_in_flight && !self.fin_sent {
+            if !self.persist_armed {
+                self.persist_armed = true;
+                out.persist_at = Some(
+                    now + persist_interval(self.window_rules(), self.rto, self.persist_backoff),
+                );
+            }
+        } else if self.persist_armed || self.persist_backoff > 0 {
+            self.persist_armed = false;
+            if !window_blocked {
+                self.persist_backoff = 0;
+            }
+            out.persist_at = Some(Nanos::MAX);
+        }
+    }
+
+    /// The persist timer fired: probe the window (Linux tcp_send_probe0 and
+    /// tcp_write_wakeup: what fits of the next segment, or a bare segment below snd_una when
+    /// nothing fits; BSD: one byte forced past a closed window), then back off.
+    pub fn persist_timer(&mut self, now: Nanos, out: &mut Output) {
+        self.persist_armed = false;
+        let available = self.written.saturating_sub(self.snd_nxt);
+        if available == 0 || self.snd_una != self.snd_nxt || self.fin_sent {
+            return;
+        }
+        let usable = self.peer_right_edge.saturating_sub(self.snd_nxt);
+        if usable > 0 {
+            let len = usable.min(available).min(u64::from(self.send_mss)) as u32;
+            let mut segment = self.segment(now, self.snd_nxt, len, SegmentKind::WindowProbe);
+            if let Some((reason, since)) = self.hold.take() {
+                segment.held = Some((reason, now - since));
+                out.released.push(ReleasedHold {
+                    reason,
+                    since,
+                    released: now,
+                    bytes: len,
+                    released_by_delayed_ack: None,
+                    segment_index: out.segments.len(),
+                });
+            }
+            segment.psh = true;
+            self.snd_nxt += u64::from(len);
+            self.note_data_sent(now);
+            out.segments.push(segment);
+            out.rto_at = Some(now + self.rto);
+        } else if self.window_rules() == WindowRules::Linux {
+            let probe = self.segment(now, self.snd_una - 1, 0, SegmentKind::WindowProbe);
+            out.segments.push(probe);
+        } else {
+            let mut probe = self.segment(now, self.snd_nxt, 1, SegmentKind::WindowProbe);
+            probe.psh = true;
+            self.probe_end = self.snd_nxt + 1;
+            out.segments.push(probe);
+        }
+        self.persist_backoff += 1;
+        if self.snd_una == self.snd_nxt {
+            self.persist_armed = true;
+            out.persist_at =
+                Some(now + persist_interval(self.window_rules(), self.rto, self.persist_backoff));
+        }
     }
 
     /// Linux ping-pong mode (tcp_event_data_sent): sending soon after receiving marks the
@@ -414,6 +621,7 @@ impl Endpoint {
     }
 
     fn clear_delayed_ack(&mut self) {
+        self.pushed = 0;
         self.unacked_bytes = 0;
         self.unacked_segments = 0;
         self.first_unacked_at = None;
@@ -436,17 +644,22 @@ impl Endpoint {
         self.cwnd = u64::from(self.send_mss);
         self.rto = (self.rto * 2).min(MAX_RTO);
         self.rtt_probe = None;
-        self.retransmit_head(now, out);
+        self.retransmit_head(now, true, out);
         out.rto_at = Some(now + self.rto);
     }
 
-    fn retransmit_head(&mut self, now: Nanos, out: &mut Output) {
+    fn retransmit_head(&mut self, now: Nanos, by_timer: bool, out: &mut Output) {
         let data_end = self.snd_nxt.min(self.written);
         if self.snd_una >= data_end {
             return;
         }
         let len = (data_end - self.snd_una).min(u64::from(self.send_mss)) as u32;
-        let mut segment = self.segment(now, self.snd_una, len);
+        let mut segment = self.segment(
+            now,
+            self.snd_una,
+            len,
+            SegmentKind::Retransmission { by_timer },
+        );
         segment.retransmission = true;
         segment.psh = true;
         self.clear_delayed_ack();
@@ -456,7 +669,13 @@ impl Endpoint {
     /// The ACK field of an arriving segment (RFC 5681: slow start, congestion avoidance,
     /// fast retransmit on the third duplicate ACK; RFC 6298 round-trip estimates).
     fn process_ack(&mut self, now: Nanos, segment: &WireSegment, out: &mut Output) {
-        self.peer_window = segment.window;
+        // A one-byte probe past the window that the peer accepted after all.
+        if segment.ack > self.snd_nxt && segment.ack <= self.probe_end {
+            self.snd_nxt = segment.ack;
+        }
+        // RFC 5681 2: a duplicate ACK leaves the window as it was; a window update is none.
+        let window_unchanged = segment.ack + segment.window == self.peer_right_edge;
+        self.note_peer_window(segment);
         if segment.ack > self.snd_una && segment.ack <= self.snd_nxt {
             let acked = segment.ack - self.snd_una;
             self.snd_una = segment.ack;
@@ -479,6 +698,7 @@ impl Endpoint {
                 Nanos::MAX
             });
         } else if segment.ack == self.snd_una
+            && window_unchanged
             && segment.len == 0
             && self.snd_nxt > self.snd_una
             && !segment.fin
@@ -488,10 +708,18 @@ impl Endpoint {
                 self.ssthresh =
                     ((self.snd_nxt - self.snd_una) / 2).max(2 * u64::from(self.send_mss));
                 self.cwnd = self.ssthresh;
-                self.retransmit_head(now, out);
+                self.retransmit_head(now, false, out);
             }
         }
         self.try_send(now, Some(segment), out);
+    }
+
+    /// RFC 9293 3.10.7.4: the window a segment offers starts at its ACK; the link keeps
+    /// order, so every segment's window is the newest.
+    fn note_peer_window(&mut self, segment: &WireSegment) {
+        self.peer_window = segment.window;
+        self.peer_right_edge = segment.ack + segment.window;
+        self.max_peer_window = self.max_peer_window.max(segment.window);
     }
 
     fn rtt_sample(&mut self, sample: Nanos) {
@@ -526,6 +754,10 @@ impl Endpoint {
         let carries = u64::from(segment.len) + u64::from(segment.fin);
         if carries > 0 {
             self.receive_data(now, segment, out);
+        } else if segment.kind == SegmentKind::WindowProbe && segment.seq < self.rcv_nxt {
+            // RFC 9293 3.10.7.4: an unacceptable segment (a zero-window probe below
+            // rcv_nxt) is answered with an ACK at once.
+            self.send_ack_now(now, None, SegmentKind::ProbeAnswer, out);
         }
         if segment.ack_flag {
             self.process_ack(now, segment, out);
@@ -533,16 +765,26 @@ impl Endpoint {
     }
 
     fn receive_data(&mut self, now: Nanos, segment: &WireSegment, out: &mut Output) {
-        let end = segment.seq + u64::from(segment.len) + u64::from(segment.fin);
+        let mut end = segment.seq + u64::from(segment.len) + u64::from(segment.fin);
+        let right_edge = self.receive_buffer.right_edge().max(self.rcv_nxt);
+        if segment.len > 0 && segment.seq >= right_edge {
+            // RFC 9293 3.10.7.4: data past a closed window is not accepted; the ACK
+            // carries the window as it is (the answer to a window probe).
+            self.send_ack_now(now, None, SegmentKind::ProbeAnswer, out);
+            return;
+        }
+        if end > right_edge && segment.len > 0 {
+            end = right_edge;
+        }
         if segment.seq > self.rcv_nxt {
             // RFC 5681 4.2: out-of-order data is acknowledged at once (a duplicate ACK).
             self.out_of_order.push((segment.seq, end));
-            self.send_ack_now(now, None, out);
+            self.send_ack_now(now, None, SegmentKind::PromptAck, out);
             return;
         }
         if end <= self.rcv_nxt {
             // A retransmission of what arrived already: acknowledge at once.
-            self.send_ack_now(now, None, out);
+            self.send_ack_now(now, None, SegmentKind::PromptAck, out);
             return;
         }
         let before = self.rcv_nxt;
@@ -554,7 +796,11 @@ impl Endpoint {
         } else {
             self.rcv_nxt
         };
-        out.delivered += data_end.saturating_sub(before);
+        let queued = data_end.saturating_sub(before);
+        out.delivered += queued;
+        self.receive_buffer.unread += queued;
+        self.last_in_order_arrival = now;
+        self.note_pushed(segment);
         if segment.fin {
             self.peer_fin = true;
             out.peer_closed = true;
@@ -566,7 +812,7 @@ impl Endpoint {
         }
         self.update_ato(now);
         if filled_hole || segment.fin || self.must_ack_now() {
-            self.send_ack_now(now, None, out);
+            self.send_ack_now(now, None, SegmentKind::PromptAck, out);
         } else if !self.delack_pending {
             self.delack_pending = true;
             out.delack_at = Some(self.delayed_ack_deadline(now));
@@ -691,13 +937,68 @@ impl Endpoint {
             }
         }
         let delay = self.first_unacked_at.map(|t| now - t);
-        self.send_ack_now(now, delay, out);
+        self.send_ack_now(now, delay, SegmentKind::DelayedAck, out);
     }
 
-    fn send_ack_now(&mut self, now: Nanos, delay: Option<Nanos>, out: &mut Output) {
-        let mut ack = self.segment(now, self.snd_nxt, 0);
+    fn send_ack_now(
+        &mut self,
+        now: Nanos,
+        delay: Option<Nanos>,
+        kind: SegmentKind,
+        out: &mut Output,
+    ) {
+        let mut ack = self.segment(now, self.snd_nxt, 0, kind);
         ack.ack_delay = delay;
         self.clear_delayed_ack();
         out.segments.push(ack);
+    }
+
+    /// Linux tcp_measure_rcv_mss: a segment smaller than a full one marks the pending ACK
+    /// as pushed (ICSK_ACK_PUSHED), a second one as pushed twice (ICSK_ACK_PUSHED2).
+    fn note_pushed(&mut self, segment: &WireSegment) {
+        if segment.len > 0 && segment.len < self.rcv_mss {
+            self.pushed = (self.pushed + 1).min(2);
+        }
+    }
+
+    // ---- The application reads. ----
+
+    /// Bytes waiting for the application.
+    pub fn unread(&self) -> u64 {
+        self.receive_buffer.unread
+    }
+
+    /// A read() of at most `max` bytes; returns how many it took. What it frees may be
+    /// worth an ACK ([`Self::cleanup_after_read`]).
+    pub fn app_read(&mut self, now: Nanos, max: u64, out: &mut Output) -> u64 {
+        let copied = self.receive_buffer.unread.min(max);
+        if copied == 0 {
+            return 0;
+        }
+        self.receive_buffer.unread -= copied;
+        self.cleanup_after_read(now, out);
+        copied
+    }
+
+    /// Linux `__tcp_cleanup_rbuf`, BSD tcp_usr_rcvd: after a read, Linux sends a pending ACK
+    /// when more than one MSS arrived since the last window was offered, or when the read
+    /// emptied the queue of pushed small segments outside ping-pong mode (or of two); and
+    /// any stack sends a window update when the read opened the window enough.
+    fn cleanup_after_read(&mut self, now: Nanos, out: &mut Output) {
+        let arrived_since_window = self.rcv_nxt - self.receive_buffer.advertised_at;
+        let pending_due = self.profile.ack_on_read
+            && self.delack_pending
+            && (arrived_since_window > u64::from(self.rcv_mss)
+                || (self.receive_buffer.unread == 0
+                    && (self.pushed >= 2 || (self.pushed == 1 && !self.pingpong))));
+        let window_opens = read_opens_window(
+            self.window_rules(),
+            &self.receive_buffer,
+            self.rcv_nxt,
+            self.rcv_mss,
+        );
+        if pending_due || window_opens {
+            self.send_ack_now(now, None, SegmentKind::ReadAck, out);
+        }
     }
 }

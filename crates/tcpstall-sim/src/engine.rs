@@ -1,16 +1,24 @@
-//! The discrete-event loop: two endpoints, the link between them, the applications on
-//! both ends, a capture point, and the ground truth of every hold and delayed ACK.
+//! The discrete-event loop: two endpoints, the link between them ([`crate::link`]), the
+//! applications on both ends ([`crate::apps`]), the capture point ([`crate::capture`]),
+//! and the ground truth of every hold, delayed ACK and gap ([`crate::truth`]).
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
-use std::net::SocketAddr;
 
 use serde::Serialize;
 
-use tcpstall_core::segment::{Nanos, Segment, TcpFlags, TcpOptions};
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos, Segment};
 
-use crate::endpoint::{Endpoint, HoldReason, Output, WINDOW_SCALE, WireSegment};
+use crate::apps::Apps;
+use crate::capture::{self, CaptureRecords, Captured};
+use crate::endpoint::{Endpoint, HoldReason, Output, WireSegment};
+use crate::link::{FRAME_OVERHEAD, Link, Rng};
 use crate::scenario::Scenario;
+use crate::truth::{SentSegment, TruthGap, TruthInputs, WriteCause, WriteRecord};
+pub use crate::truth::{TruthDelayedAck, TruthHold, TruthStall};
+use crate::window::ReceiveBuffer;
+
+pub use crate::capture::{addresses, to_segment};
 
 pub const CLIENT: usize = 0;
 pub const SERVER: usize = 1;
@@ -18,17 +26,21 @@ pub const SERVER: usize = 1;
 /// Simulated time never passes this, and no run processes more events: every run ends.
 const MAX_SIM_TIME: Nanos = 3_600 * 1_000_000_000;
 const MAX_EVENTS: u64 = 200_000_000;
-/// Ethernet, IPv4 and TCP header bytes on the wire per segment (no options).
-const FRAME_OVERHEAD: u64 = 14 + 20 + 20;
+/// The gap threshold the truth labels gaps with (the analyzer's default `min_gap`).
+pub const TRUTH_MIN_GAP: Nanos = 10 * NANOS_PER_MILLI;
 
 #[derive(Clone, Debug)]
-enum Event {
+pub(crate) enum Event {
     Arrive(WireSegment),
     DelayedAck {
         side: usize,
         generation: u64,
     },
     Rto {
+        side: usize,
+        generation: u64,
+    },
+    Persist {
         side: usize,
         generation: u64,
     },
@@ -39,6 +51,7 @@ enum Event {
     HostQueueDrained {
         side: usize,
     },
+    /// The application's timer: think time over, or its period.
     AppWrite {
         side: usize,
     },
@@ -46,6 +59,14 @@ enum Event {
     WriteRest {
         side: usize,
         writes: Vec<(u32, bool)>,
+    },
+    /// The application wakes to read.
+    AppRead {
+        side: usize,
+    },
+    /// The one-way client closes its end.
+    AppClose {
+        side: usize,
     },
 }
 
@@ -72,86 +93,8 @@ impl Ord for Queued {
     }
 }
 
-/// A small deterministic generator (xorshift64*) for jitter, loss and timer phases.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// One direction of the link: serialization at the bandwidth, then the path delay.
-#[derive(Default)]
-struct Lane {
-    free_at: Nanos,
-    last_arrival: Nanos,
-}
-
-/// A segment as the capture point saw it.
-#[derive(Clone, Debug)]
-pub struct Captured {
-    pub time: Nanos,
-    pub segment: WireSegment,
-}
-
-/// Ground truth: a hold that a timer-delayed ACK released.
-#[derive(Clone, Debug, Serialize)]
-pub struct TruthStall {
-    /// `nagle-delayed-ack` (a Nagle hold) or `delayed-ack` (a window hold).
-    pub class: &'static str,
-    pub holder: &'static str,
-    pub delayer: &'static str,
-    /// When the held data was ready at the holder, and when it left.
-    pub hold_start: f64,
-    pub released: f64,
-    /// When it left, as seen at the capture point.
-    pub released_at_capture: f64,
-    pub ack_delay: f64,
-    pub bytes: u32,
-    #[serde(skip)]
-    pub released_nanos: Nanos,
-    #[serde(skip)]
-    pub released_at_capture_nanos: Nanos,
-    #[serde(skip)]
-    pub ack_delay_nanos: Nanos,
-    #[serde(skip)]
-    pub holder_side: usize,
-}
-
-/// Ground truth: every hold, released by whatever.
-#[derive(Clone, Debug, Serialize)]
-pub struct TruthHold {
-    pub side: &'static str,
-    pub reason: &'static str,
-    pub start: f64,
-    pub end: f64,
-    pub bytes: u32,
-    /// The delay of the timer-delayed ACK that released it.
-    pub released_by_delayed_ack: Option<f64>,
-}
-
-/// Ground truth: every ACK a delayed-ACK timer sent.
-#[derive(Clone, Debug, Serialize)]
-pub struct TruthDelayedAck {
-    pub side: &'static str,
-    /// Data arrived, and the timer's ACK left.
-    pub data_arrived: f64,
-    pub sent: f64,
-    pub delay: f64,
-}
-
-/// One application transaction (request and its complete response).
+/// One application transaction: a request and its complete response, or for the
+/// one-way patterns a message from its write until the server application has read it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Transaction {
     pub index: u32,
@@ -168,136 +111,120 @@ pub struct Transaction {
 /// Everything a run produces.
 #[derive(Clone, Debug)]
 pub struct RunResult {
+    /// The records of the capture file, in time order.
     pub captured: Vec<Captured>,
     pub transactions: Vec<Transaction>,
     pub stalls: Vec<TruthStall>,
     pub holds: Vec<TruthHold>,
     pub delayed_acks: Vec<TruthDelayedAck>,
+    /// The true class of every gap in the capture (at the analyzer's default threshold).
+    pub gaps: Vec<TruthGap>,
     pub segments_sent: u64,
     pub end_time: Nanos,
     pub completed: bool,
     pub client_mss: u32,
     pub server_mss: u32,
     pub events: u64,
+    /// Window probes sent by persist timers, and windows of zero advertised.
+    pub window_probes: u64,
+    pub zero_windows: u64,
 }
 
-fn side_name(side: usize) -> &'static str {
+pub(crate) fn side_name(side: usize) -> &'static str {
     if side == CLIENT { "client" } else { "server" }
 }
 
-fn secs(n: Nanos) -> f64 {
+pub(crate) fn secs(n: Nanos) -> f64 {
     n as f64 / 1e9
 }
 
-/// The application on each end.
-struct Apps {
-    request: Vec<u32>,
-    response: Vec<u32>,
-    request_bytes: u64,
-    response_bytes: u64,
-    transactions: u32,
-    depth: u32,
-    issued: u32,
-    completed: u32,
-    starts: Vec<Nanos>,
-    client_received: u64,
-    server_received: u64,
-    /// Complete requests the server has not answered yet.
-    server_backlog: u32,
-    server_answering: bool,
-    client_waiting_think: bool,
-    closed: bool,
+/// The application's reader on one side.
+#[derive(Default)]
+pub(crate) struct ReadState {
+    pub pending: bool,
+    pub last_read: Option<Nanos>,
 }
 
 pub struct Simulation<'a> {
-    scenario: &'a Scenario,
-    now: Nanos,
+    pub(crate) scenario: &'a Scenario,
+    pub(crate) now: Nanos,
     order: u64,
     queue: BinaryHeap<Reverse<Queued>>,
-    endpoints: [Endpoint; 2],
-    lanes: [Lane; 2],
-    delays: [Nanos; 2],
-    generations: [[u64; 2]; 2],
+    pub(crate) endpoints: [Endpoint; 2],
+    link: Link,
+    generations: [[u64; 3]; 2],
     rng: Rng,
-    apps: Apps,
-    result: RunResult,
+    pub(crate) apps: Apps,
+    pub(crate) result: RunResult,
     record_capture: bool,
     established: [bool; 2],
+    /// Everything that passed the capture point, before the capture made its records.
+    passed: Vec<Captured>,
+    sent: Vec<SentSegment>,
+    pub(crate) writes: [Vec<WriteRecord>; 2],
+    pub(crate) reads: [ReadState; 2],
 }
 
 const DELACK: usize = 0;
 const RTO: usize = 1;
+const PERSIST: usize = 2;
 
 impl<'a> Simulation<'a> {
     pub fn new(scenario: &'a Scenario, record_capture: bool) -> Simulation<'a> {
         let mut rng = Rng::new(scenario.link.seed);
         let phase = |rng: &mut Rng| (rng.unit() * 200e6) as Nanos;
-        let client = Endpoint::new(
-            CLIENT,
-            scenario.client.profile.clone(),
-            scenario.client.options,
-            phase(&mut rng),
-        );
-        let server = Endpoint::new(
-            SERVER,
-            scenario.server.profile.clone(),
-            scenario.server.options,
-            phase(&mut rng),
-        );
-        let half = scenario.link.rtt_ms / 2.0;
-        let to_nanos = |ms: f64| (ms * 1e6).round() as Nanos;
-        let delays = [
-            to_nanos(scenario.link.client_to_server_ms.unwrap_or(half)),
-            to_nanos(scenario.link.server_to_client_ms.unwrap_or(half)),
-        ];
-        let request_bytes = scenario.request.iter().map(|&b| u64::from(b)).sum();
-        let response_bytes = scenario.response.iter().map(|&b| u64::from(b)).sum();
+        let endpoint = |side: usize, rng: &mut Rng| {
+            let config = if side == CLIENT {
+                &scenario.client
+            } else {
+                &scenario.server
+            };
+            Endpoint::new(
+                side,
+                config.profile.clone(),
+                config.options,
+                phase(rng),
+                ReceiveBuffer::new(config.reader.rcvbuf, config.reader.is_eager()),
+            )
+        };
+        let client = endpoint(CLIENT, &mut rng);
+        let server = endpoint(SERVER, &mut rng);
         Simulation {
             scenario,
             now: 0,
             order: 0,
             queue: BinaryHeap::new(),
             endpoints: [client, server],
-            lanes: [Lane::default(), Lane::default()],
-            delays,
-            generations: [[0; 2]; 2],
+            link: Link::new(&scenario.link, scenario.capture.fraction()),
+            generations: [[0; 3]; 2],
             rng,
-            apps: Apps {
-                request: scenario.request.clone(),
-                response: scenario.response.clone(),
-                request_bytes,
-                response_bytes,
-                transactions: scenario.transactions,
-                depth: scenario.depth,
-                issued: 0,
-                completed: 0,
-                starts: Vec::new(),
-                client_received: 0,
-                server_received: 0,
-                server_backlog: 0,
-                server_answering: false,
-                client_waiting_think: false,
-                closed: false,
-            },
+            apps: Apps::new(scenario),
             result: RunResult {
                 captured: Vec::new(),
                 transactions: Vec::new(),
                 stalls: Vec::new(),
                 holds: Vec::new(),
                 delayed_acks: Vec::new(),
+                gaps: Vec::new(),
                 segments_sent: 0,
                 end_time: 0,
                 completed: false,
                 client_mss: 0,
                 server_mss: 0,
                 events: 0,
+                window_probes: 0,
+                zero_windows: 0,
             },
             record_capture,
             established: [false; 2],
+            passed: Vec::new(),
+            sent: Vec::new(),
+            writes: [Vec::new(), Vec::new()],
+            reads: [ReadState::default(), ReadState::default()],
         }
     }
 
-    fn schedule(&mut self, time: Nanos, event: Event) {
+    pub(crate) fn schedule(&mut self, time: Nanos, event: Event) {
         self.order += 1;
         self.queue.push(Reverse(Queued {
             time,
@@ -335,6 +262,13 @@ impl<'a> Simulation<'a> {
                         self.apply(side, out);
                     }
                 }
+                Event::Persist { side, generation } => {
+                    if generation == self.generations[side][PERSIST] {
+                        let mut out = Output::default();
+                        self.endpoints[side].persist_timer(self.now, &mut out);
+                        self.apply(side, out);
+                    }
+                }
                 Event::CorkFlush { side } => {
                     let mut out = Output::default();
                     self.endpoints[side].cork_flush(self.now, &mut out);
@@ -345,16 +279,51 @@ impl<'a> Simulation<'a> {
                     self.endpoints[side].try_send(self.now, None, &mut out);
                     self.apply(side, out);
                 }
-                Event::AppWrite { side } => self.app_write(side),
+                Event::AppWrite { side } => self.app_timer(side),
                 Event::WriteRest { side, writes } => self.write_rest(side, writes),
+                Event::AppRead { side } => self.app_read(side),
+                Event::AppClose { side } => self.close(side, WriteCause::OwnClock),
             }
         }
         self.result.end_time = self.now;
         self.result.completed = self.apps.completed == self.apps.transactions;
         self.result.client_mss = self.endpoints[CLIENT].send_mss;
         self.result.server_mss = self.endpoints[SERVER].send_mss;
+        self.finish_capture();
         self.mark_stalled_transactions();
         self.result
+    }
+
+    /// The capture point makes its records; the truth names every gap in them.
+    fn finish_capture(&mut self) {
+        if !self.record_capture {
+            return;
+        }
+        let records: CaptureRecords = capture::finish(
+            std::mem::take(&mut self.passed),
+            self.scenario.capture,
+            self.scenario.capture_offload,
+            self.scenario.capture_miss,
+            self.scenario.link.seed,
+        );
+        let mut seen_at = std::collections::HashMap::new();
+        for c in &records.made {
+            seen_at.insert(c.segment.id, c.time);
+        }
+        for stall in &mut self.result.stalls {
+            if let Some(&t) = seen_at.get(&stall.segment_id) {
+                stall.released_at_capture_nanos = t;
+                stall.released_at_capture = secs(t);
+            }
+        }
+        self.result.gaps = TruthInputs {
+            records: &records,
+            sent: &self.sent,
+            writes: &self.writes,
+            min_gap: TRUTH_MIN_GAP,
+        }
+        .gaps();
+        self.result.captured = records.kept;
     }
 
     fn arrive(&mut self, segment: WireSegment, server_mss: u32) {
@@ -381,16 +350,15 @@ impl<'a> Simulation<'a> {
             if let Some((tsval, _)) = segment.timestamps {
                 self.endpoints[SERVER].note_peer_tsval(tsval);
             }
-            self.endpoints[SERVER].establish(server_mss, client_mss, timestamps);
-            let with_ts = timestamps;
-            let synack = self.endpoints[SERVER].syn(self.now, server_mss, with_ts, true);
+            self.endpoints[SERVER].establish(server_mss, client_mss, timestamps, segment.window);
+            let synack = self.endpoints[SERVER].syn(self.now, server_mss, timestamps, true);
             self.transmit(synack);
         } else {
             // SYN-ACK at the client: ACK it and start the application.
             if let Some((tsval, _)) = segment.timestamps {
                 self.endpoints[CLIENT].note_peer_tsval(tsval);
             }
-            self.endpoints[CLIENT].establish(client_mss, server_mss, timestamps);
+            self.endpoints[CLIENT].establish(client_mss, server_mss, timestamps, segment.window);
             self.established[CLIENT] = true;
             let mut out = Output::default();
             let mut ack = self.endpoints[CLIENT].syn(self.now, client_mss, timestamps, true);
@@ -398,21 +366,19 @@ impl<'a> Simulation<'a> {
             ack.seq = 1;
             ack.mss_option = None;
             ack.window_scale = None;
-            ack.window = crate::endpoint::RECEIVE_WINDOW;
+            ack.window = self.endpoints[CLIENT].current_window();
             out.segments.push(ack);
             self.apply(CLIENT, out);
-            let first = self.apps.depth.min(self.apps.transactions);
-            for _ in 0..first {
-                self.issue_request();
-            }
+            self.start_applications();
         }
     }
 
     /// Carries out an endpoint's output: sends its segments, arms its timers, and lets
-    /// the applications react to delivered data.
-    fn apply(&mut self, side: usize, out: Output) {
+    /// the application read what arrived.
+    pub(crate) fn apply(&mut self, side: usize, out: Output) {
+        let first_id = self.result.segments_sent + 1;
         for hold in &out.released {
-            self.record_hold(side, hold);
+            self.record_hold(side, hold, first_id + hold.segment_index as u64);
         }
         for segment in out.segments {
             self.transmit(segment);
@@ -422,35 +388,39 @@ impl<'a> Simulation<'a> {
             self.schedule(drained, Event::HostQueueDrained { side });
         }
         if let Some(at) = out.delack_at {
-            self.generations[side][DELACK] += 1;
-            let generation = self.generations[side][DELACK];
-            self.schedule(at, Event::DelayedAck { side, generation });
+            self.rearm(side, DELACK, at);
         }
         if let Some(at) = out.rto_at {
-            self.generations[side][RTO] += 1;
-            if at != Nanos::MAX {
-                let generation = self.generations[side][RTO];
-                self.schedule(at, Event::Rto { side, generation });
-            }
+            self.rearm(side, RTO, at);
+        }
+        if let Some(at) = out.persist_at {
+            self.rearm(side, PERSIST, at);
         }
         if let Some(at) = out.cork_flush_at {
             self.schedule(at, Event::CorkFlush { side });
         }
         if out.delivered > 0 {
-            if side == CLIENT {
-                self.client_received(out.delivered);
-            } else {
-                self.server_received(out.delivered);
-            }
+            self.data_queued(side);
         }
         if out.peer_closed && side == SERVER {
-            let mut out = Output::default();
-            self.endpoints[SERVER].app_close(self.now, &mut out);
-            self.apply(SERVER, out);
+            self.close(SERVER, WriteCause::Reply { arrived: self.now });
         }
     }
 
-    fn record_hold(&mut self, side: usize, hold: &crate::endpoint::ReleasedHold) {
+    fn rearm(&mut self, side: usize, timer: usize, at: Nanos) {
+        self.generations[side][timer] += 1;
+        if at != Nanos::MAX {
+            let generation = self.generations[side][timer];
+            let event = match timer {
+                DELACK => Event::DelayedAck { side, generation },
+                RTO => Event::Rto { side, generation },
+                _ => Event::Persist { side, generation },
+            };
+            self.schedule(at, event);
+        }
+    }
+
+    fn record_hold(&mut self, side: usize, hold: &crate::endpoint::ReleasedHold, id: u64) {
         let reason = hold.reason.name();
         self.result.holds.push(TruthHold {
             side: side_name(side),
@@ -466,7 +436,7 @@ impl<'a> Simulation<'a> {
         let class = match hold.reason {
             HoldReason::Nagle => "nagle-delayed-ack",
             HoldReason::CongestionWindow | HoldReason::ReceiveWindow => "delayed-ack",
-            HoldReason::Cork | HoldReason::Autocork => return,
+            HoldReason::PeerWindow | HoldReason::Cork | HoldReason::Autocork => return,
         };
         let at_capture = self.capture_time_of_departure(side, hold.released);
         self.result.stalls.push(TruthStall {
@@ -482,23 +452,37 @@ impl<'a> Simulation<'a> {
             released_at_capture_nanos: at_capture,
             ack_delay_nanos: ack_delay,
             holder_side: side,
+            segment_id: id,
         });
     }
 
-    /// When a segment leaving `side` at `sent` passes the capture point (no queueing).
+    /// When a segment leaving `side` at `sent` passes the capture point on an idle path
+    /// (replaced by the recorded time when the capture saw it).
     fn capture_time_of_departure(&self, side: usize, sent: Nanos) -> Nanos {
-        let f = self.scenario.capture.fraction();
-        let share = if side == CLIENT { f } else { 1.0 - f };
-        sent + (self.delays[side] as f64 * share) as Nanos
+        sent + (self.link.delays[side] as f64 * self.link.share_to_capture(side)) as Nanos
     }
 
-    /// Puts a segment on the link: serialization, delay, jitter, loss; and the capture.
-    fn transmit(&mut self, segment: WireSegment) {
+    /// Puts a segment on the link, and records what the capture point sees of it.
+    pub(crate) fn transmit(&mut self, mut segment: WireSegment) {
         let from = segment.from;
+        segment.id = self.result.segments_sent + 1;
+        if self.record_capture {
+            self.sent.push(SentSegment {
+                from,
+                kind: segment.kind,
+                ack_delay: segment.ack_delay,
+                window: segment.window,
+            });
+        }
+        if segment.kind == crate::endpoint::SegmentKind::WindowProbe {
+            self.result.window_probes += 1;
+        }
+        if segment.window == 0 && !segment.syn {
+            self.result.zero_windows += 1;
+        }
         if let Some(delay) = segment.ack_delay {
-            let endpoint_side = from;
             self.result.delayed_acks.push(TruthDelayedAck {
-                side: side_name(endpoint_side),
+                side: side_name(from),
                 data_arrived: secs(self.now - delay),
                 sent: secs(self.now),
                 delay: secs(delay),
@@ -508,168 +492,23 @@ impl<'a> Simulation<'a> {
         let bytes = FRAME_OVERHEAD
             + u64::from(segment.len)
             + if segment.timestamps.is_some() { 12 } else { 0 };
-        let serialization = (bytes as f64 * 8.0 / self.scenario.link.bandwidth_bps * 1e9) as Nanos;
-        let lane = &mut self.lanes[from];
-        let start = self.now.max(lane.free_at);
-        let departed = start + serialization;
-        lane.free_at = departed;
+        let transit = self
+            .link
+            .carry(from, self.now, bytes, segment.syn, &mut self.rng);
         if segment.len > 0 {
-            self.endpoints[from].data_in_host_until = departed;
+            self.endpoints[from].data_in_host_until = transit.departed_host;
         }
-        let jitter = if self.scenario.link.jitter_ms > 0.0 {
-            (self.rng.unit() * self.scenario.link.jitter_ms * 1e6) as Nanos
-        } else {
-            0
-        };
-        let lost = self.scenario.link.loss > 0.0
-            && !segment.syn
-            && self.rng.unit() < self.scenario.link.loss;
-        let arrival = (departed + self.delays[from] + jitter).max(self.lanes[from].last_arrival);
-        let f = self.scenario.capture.fraction();
-        let share = if from == CLIENT { f } else { 1.0 - f };
-        // A lost packet is lost half way: only a capture point on the sender's half sees it.
-        let seen = !lost || share < 0.5;
-        if self.record_capture && seen {
-            let time = start + ((arrival - start) as f64 * share) as Nanos;
-            self.result.captured.push(Captured {
+        if self.record_capture
+            && let Some(time) = transit.captured_at
+        {
+            self.passed.push(Captured {
                 time,
                 segment: segment.clone(),
+                merged: 1,
             });
         }
-        if lost {
-            return;
-        }
-        self.lanes[from].last_arrival = arrival;
-        self.schedule(arrival, Event::Arrive(segment));
-    }
-
-    // ---- The applications. ----
-
-    fn issue_request(&mut self) {
-        if self.apps.issued >= self.apps.transactions {
-            return;
-        }
-        self.apps.issued += 1;
-        self.apps.starts.push(self.now);
-        let writes = self.apps.request.clone();
-        self.write_message(CLIENT, &writes);
-    }
-
-    fn write_message(&mut self, side: usize, writes: &[u32]) {
-        let options = self.endpoints[side].options;
-        let marked: Vec<(u32, bool)> = writes
-            .iter()
-            .enumerate()
-            .map(|(i, &bytes)| {
-                (
-                    bytes,
-                    i + 1 < writes.len() && (options.cork || options.msg_more),
-                )
-            })
-            .collect();
-        self.write_rest(side, marked);
-    }
-
-    /// Performs a message's writes: all at once, or the first now and the rest
-    /// `write_gap` apart.
-    fn write_rest(&mut self, side: usize, writes: Vec<(u32, bool)>) {
-        let mut out = Output::default();
-        let gap = self.scenario.write_gap;
-        let split = if gap > 0 {
-            1.min(writes.len())
-        } else {
-            writes.len()
-        };
-        for &(bytes, more) in &writes[..split] {
-            self.endpoints[side].app_write(self.now, bytes, more, &mut out);
-        }
-        self.apply(side, out);
-        if split < writes.len() {
-            let rest = writes[split..].to_vec();
-            self.schedule(self.now + gap, Event::WriteRest { side, writes: rest });
-        }
-    }
-
-    fn client_received(&mut self, bytes: u64) {
-        self.apps.client_received += bytes;
-        while self.apps.completed < self.apps.issued
-            && self.apps.client_received
-                >= u64::from(self.apps.completed + 1) * self.apps.response_bytes
-        {
-            let index = self.apps.completed as usize;
-            let start = self.apps.starts[index];
-            self.result.transactions.push(Transaction {
-                index: self.apps.completed,
-                start: secs(start),
-                end: secs(self.now),
-                latency: secs(self.now - start),
-                stalled: false,
-                start_nanos: start,
-                end_nanos: self.now,
-            });
-            self.apps.completed += 1;
-            if self.apps.issued < self.apps.transactions {
-                if self.scenario.client_think > 0 {
-                    if !self.apps.client_waiting_think {
-                        self.apps.client_waiting_think = true;
-                        self.schedule(
-                            self.now + self.scenario.client_think,
-                            Event::AppWrite { side: CLIENT },
-                        );
-                    }
-                } else {
-                    self.issue_request();
-                }
-            }
-        }
-        if self.apps.completed == self.apps.transactions && !self.apps.closed {
-            self.apps.closed = true;
-            let mut out = Output::default();
-            self.endpoints[CLIENT].app_close(self.now, &mut out);
-            self.apply(CLIENT, out);
-        }
-    }
-
-    fn server_received(&mut self, bytes: u64) {
-        let before = self.apps.server_received / self.apps.request_bytes;
-        self.apps.server_received += bytes;
-        let after = self.apps.server_received / self.apps.request_bytes;
-        self.apps.server_backlog += (after - before) as u32;
-        self.serve_backlog();
-    }
-
-    fn serve_backlog(&mut self) {
-        while self.apps.server_backlog > 0 && !self.apps.server_answering {
-            if self.scenario.server_think > 0 {
-                self.apps.server_answering = true;
-                self.schedule(
-                    self.now + self.scenario.server_think,
-                    Event::AppWrite { side: SERVER },
-                );
-                return;
-            }
-            self.apps.server_backlog -= 1;
-            let writes = self.apps.response.clone();
-            self.write_message(SERVER, &writes);
-        }
-    }
-
-    fn app_write(&mut self, side: usize) {
-        if side == CLIENT {
-            self.apps.client_waiting_think = false;
-            while self.apps.issued < self.apps.transactions
-                && self.apps.issued - self.apps.completed < self.apps.depth
-            {
-                self.issue_request();
-            }
-        } else {
-            self.apps.server_answering = false;
-            if self.apps.server_backlog > 0 {
-                self.apps.server_backlog -= 1;
-                let writes = self.apps.response.clone();
-                self.write_message(SERVER, &writes);
-            }
-            self.serve_backlog();
+        if let Some(arrival) = transit.arrival {
+            self.schedule(arrival, Event::Arrive(segment));
         }
     }
 
@@ -684,69 +523,12 @@ impl<'a> Simulation<'a> {
     }
 }
 
-/// Addresses the simulated endpoints use in captures.
-pub fn addresses() -> [SocketAddr; 2] {
-    [
-        "10.0.0.1:40000".parse().expect("valid"),
-        "10.0.0.2:8000".parse().expect("valid"),
-    ]
-}
-
-/// Turns a captured wire segment into the analyzer's [`Segment`].
-pub fn to_segment(captured: &Captured, isn: [u32; 2]) -> Segment {
-    let s = &captured.segment;
-    let [client, server] = addresses();
-    let (src, dst) = if s.from == CLIENT {
-        (client, server)
-    } else {
-        (server, client)
-    };
-    let mut flags = 0;
-    if s.syn {
-        flags |= TcpFlags::SYN;
-    }
-    if s.fin {
-        flags |= TcpFlags::FIN;
-    }
-    if s.ack_flag {
-        flags |= TcpFlags::ACK;
-    }
-    if s.psh {
-        flags |= TcpFlags::PSH;
-    }
-    let window = if s.syn {
-        s.window.min(65_535) as u16
-    } else {
-        (s.window >> WINDOW_SCALE).min(65_535) as u16
-    };
-    Segment {
-        time: captured.time,
-        src,
-        dst,
-        seq: isn[s.from].wrapping_add(s.seq as u32),
-        ack: if s.ack_flag {
-            isn[1 - s.from].wrapping_add(s.ack as u32)
-        } else {
-            0
-        },
-        flags: TcpFlags(flags),
-        window,
-        payload_len: s.len,
-        options: TcpOptions {
-            mss: s.mss_option.map(|m| m.min(65_535) as u16),
-            window_scale: s.window_scale,
-            sack_permitted: s.syn,
-            sack_blocks: 0,
-            timestamps: s.timestamps,
-        },
-    }
-}
-
 /// The captured segments in capture order, as the analyzer's segments.
 pub fn capture_segments(result: &RunResult, seed: u64) -> Vec<Segment> {
-    let mut rng = Rng::new(seed ^ 0x5eed);
-    let isn = [rng.next_u64() as u32, rng.next_u64() as u32];
-    let mut order: Vec<&Captured> = result.captured.iter().collect();
-    order.sort_by_key(|c| c.time);
-    order.iter().map(|c| to_segment(c, isn)).collect()
+    let isn = capture::initial_sequence_numbers(seed);
+    result
+        .captured
+        .iter()
+        .map(|c| capture::to_segment(c, isn))
+        .collect()
 }

@@ -6,6 +6,8 @@ use serde::Serialize;
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 
+use crate::window::WindowRules;
+
 fn ms(n: Nanos) -> String {
     let text = format!("{:.1}", n as f64 / MS as f64);
     text.trim_end_matches(".0").to_string()
@@ -121,6 +123,12 @@ pub struct StackProfile {
     /// Linux autocorking: a sub-MSS write waits while this socket's previous data is
     /// still in the host's queues, so back-to-back small writes leave together.
     pub autocork: bool,
+    /// How the receive window is offered and updated, how a sender uses a small window, and
+    /// how its persist timer backs off.
+    pub window_rules: WindowRules,
+    /// Linux `__tcp_cleanup_rbuf`: a pending delayed ACK goes when the application reads
+    /// small pushed segments and empties the queue, outside ping-pong mode.
+    pub ack_on_read: bool,
     /// Where each value comes from, and how sure we are of it.
     pub sources: &'static [(&'static str, &'static str)],
 }
@@ -166,6 +174,8 @@ pub fn linux() -> StackProfile {
         rto_rule: RtoRule::LinuxVarianceFloor,
         cork_flush: Some(200 * MS),
         autocork: true,
+        window_rules: WindowRules::Linux,
+        ack_on_read: true,
         sources: &[
             (
                 "nagle",
@@ -197,6 +207,14 @@ pub fn linux() -> StackProfile {
                 "cork_flush",
                 "TCP_CORK man page: 200 ms ceiling (confirmed)",
             ),
+            (
+                "window_rules",
+                "__tcp_select_window, __tcp_cleanup_rbuf, tcp_snd_wnd_test, tcp_probe0_when (confirmed in tcp_output.c, tcp.c, tcp_timer.c)",
+            ),
+            (
+                "ack_on_read",
+                "__tcp_cleanup_rbuf: ICSK_ACK_PUSHED outside ping-pong, or ICSK_ACK_PUSHED2, with the queue empty (confirmed)",
+            ),
         ],
     }
 }
@@ -216,6 +234,8 @@ pub fn windows() -> StackProfile {
         rto_rule: RtoRule::Rfc6298,
         cork_flush: None,
         autocork: false,
+        window_rules: WindowRules::Bsd,
+        ack_on_read: false,
         sources: &[
             (
                 "nagle",
@@ -235,6 +255,10 @@ pub fn windows() -> StackProfile {
             ),
             ("ack_every_segments", "TcpAckFrequency=2 (confirmed)"),
             ("min_rto", "300 ms minimum RTO (likely)"),
+            (
+                "window_rules",
+                "RFC 1122 receiver and sender SWS avoidance, BSD-like persist bounds (unconfirmed)",
+            ),
         ],
     }
 }
@@ -263,6 +287,8 @@ pub fn macos_legacy() -> StackProfile {
         rto_rule: RtoRule::Rfc6298,
         cork_flush: None,
         autocork: false,
+        window_rules: WindowRules::Bsd,
+        ack_on_read: false,
         sources: &[
             (
                 "nagle",
@@ -285,6 +311,10 @@ pub fn macos_legacy() -> StackProfile {
                 "every second full segment (confirmed, seed 000)",
             ),
             ("min_rto", "BSD 1 s minimum RTO (unconfirmed)"),
+            (
+                "window_rules",
+                "BSD tcp_output SWS rules, tcp_setpersist 5 to 60 s (likely: FreeBSD source, not XNU)",
+            ),
         ],
     }
 }
@@ -304,6 +334,8 @@ pub fn freebsd() -> StackProfile {
         rto_rule: RtoRule::FreeBsdSlop { slop: 200 * MS },
         cork_flush: None,
         autocork: false,
+        window_rules: WindowRules::Bsd,
+        ack_on_read: false,
         sources: &[
             ("nagle", "tcp_output.c: classic Nagle (likely)"),
             ("timestamps", "net.inet.tcp.rfc1323=1 (confirmed)"),
@@ -322,6 +354,10 @@ pub fn freebsd() -> StackProfile {
             (
                 "min_rto",
                 "net.inet.tcp.rexmit_min=30 ms plus rexmit_slop=200 ms (confirmed)",
+            ),
+            (
+                "window_rules",
+                "tcp_output.c SWS rules and window updates, tcp_setpersist TCPTV_PERSMIN 5 s, TCPTV_PERSMAX 60 s (confirmed)",
             ),
         ],
     }
@@ -342,6 +378,8 @@ pub fn aix() -> StackProfile {
         rto_rule: RtoRule::Rfc6298,
         cork_flush: None,
         autocork: false,
+        window_rules: WindowRules::Bsd,
+        ack_on_read: false,
         sources: &[
             ("nagle", "classic Nagle (likely)"),
             ("timestamps", "rfc1323=0 by default (likely)"),
@@ -352,6 +390,10 @@ pub fn aix() -> StackProfile {
             ),
             ("ack_every_segments", "every second full segment (likely)"),
             ("min_rto", "1 s minimum RTO (unconfirmed)"),
+            (
+                "window_rules",
+                "BSD-derived SWS rules and persist bounds (unconfirmed)",
+            ),
         ],
     }
 }

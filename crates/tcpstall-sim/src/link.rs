@@ -1,0 +1,246 @@
+//! The path between the endpoints: each host's interface (serialization at the link
+//! bandwidth), the propagation delay with jitter and loss, and an optional bottleneck
+//! with a FIFO queue and tail drop, placed just beyond the capture point.
+//!
+//! The capture point sits at a fraction of each one-way delay. The bottleneck sits on
+//! its far side: between the capture point and the server for a client or tap capture,
+//! between it and the client for a server capture. What the near endpoint sends is
+//! captured before it queues; what the far endpoint sends is captured after it queued,
+//! so a growing queue shows at the capture point as data and ACKs arriving late.
+
+use std::collections::VecDeque;
+
+use tcpstall_core::segment::Nanos;
+
+use crate::scenario::LinkConfig;
+
+/// A small deterministic generator (xorshift64*) for jitter, loss and timer phases.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// One direction of the path: its host interface and the order it keeps.
+#[derive(Default)]
+struct Lane {
+    free_at: Nanos,
+    last_arrival: Nanos,
+}
+
+/// The bottleneck's queue in one direction: when each queued packet leaves it.
+#[derive(Default)]
+struct BottleneckQueue {
+    departures: VecDeque<Nanos>,
+    free_at: Nanos,
+}
+
+/// What the path did with one packet.
+#[derive(Clone, Copy, Debug)]
+pub struct Transit {
+    /// When it finished leaving the sender's interface.
+    pub departed_host: Nanos,
+    /// When it passed the capture point, if it got that far.
+    pub captured_at: Option<Nanos>,
+    /// When it reaches the other endpoint; None when it was lost.
+    pub arrival: Option<Nanos>,
+    /// Time it spent queued at the bottleneck.
+    pub queued: Nanos,
+}
+
+pub struct Link {
+    config: LinkConfig,
+    /// One-way delays, client to server and server to client.
+    pub delays: [Nanos; 2],
+    /// The capture point's fraction of the path from the client.
+    capture_fraction: f64,
+    lanes: [Lane; 2],
+    bottleneck: [BottleneckQueue; 2],
+}
+
+/// Ethernet, IPv4 and TCP header bytes on the wire per segment (no options).
+pub const FRAME_OVERHEAD: u64 = 14 + 20 + 20;
+
+impl Link {
+    pub fn new(config: &LinkConfig, capture_fraction: f64) -> Link {
+        let half = config.rtt_ms / 2.0;
+        let to_nanos = |ms: f64| (ms * 1e6).round() as Nanos;
+        Link {
+            config: config.clone(),
+            delays: [
+                to_nanos(config.client_to_server_ms.unwrap_or(half)),
+                to_nanos(config.server_to_client_ms.unwrap_or(half)),
+            ],
+            capture_fraction,
+            lanes: [Lane::default(), Lane::default()],
+            bottleneck: [BottleneckQueue::default(), BottleneckQueue::default()],
+        }
+    }
+
+    /// The share of a packet's one-way delay from its sender to the capture point.
+    pub fn share_to_capture(&self, from: usize) -> f64 {
+        if from == 0 {
+            self.capture_fraction
+        } else {
+            1.0 - self.capture_fraction
+        }
+    }
+
+    /// The endpoint on the capture point's side of the bottleneck.
+    fn near_side(&self) -> usize {
+        usize::from(self.capture_fraction >= 1.0)
+    }
+
+    fn serialization(bytes: u64, bps: f64) -> Nanos {
+        (bytes as f64 * 8.0 / bps * 1e9) as Nanos
+    }
+
+    /// Carries one packet of `bytes` from `from`, sent at `now`.
+    pub fn carry(
+        &mut self,
+        from: usize,
+        now: Nanos,
+        bytes: u64,
+        syn: bool,
+        rng: &mut Rng,
+    ) -> Transit {
+        let lane = &mut self.lanes[from];
+        let start = now.max(lane.free_at);
+        let departed_host = start + Self::serialization(bytes, self.config.bandwidth_bps);
+        lane.free_at = departed_host;
+        let jitter = if self.config.jitter_ms > 0.0 {
+            (rng.unit() * self.config.jitter_ms * 1e6) as Nanos
+        } else {
+            0
+        };
+        let lost_on_path = self.config.loss > 0.0 && !syn && rng.unit() < self.config.loss;
+        let share = self.share_to_capture(from);
+        let delay = self.delays[from] + jitter;
+        let to_capture = (delay as f64 * share) as Nanos;
+        let at_capture = departed_host + to_capture;
+        let (captured_at, leaves_point, queued, dropped_in_queue) = match self.config.bottleneck_bps
+        {
+            None => (at_capture, at_capture, 0, false),
+            Some(bps) => {
+                let queue = &mut self.bottleneck[from];
+                match enqueue(
+                    queue,
+                    at_capture,
+                    bytes,
+                    bps,
+                    self.config.bottleneck_queue_packets,
+                ) {
+                    None => (at_capture, at_capture, 0, true),
+                    Some(left) => {
+                        // The near endpoint's packets are captured before the queue, the far
+                        // endpoint's after it.
+                        let seen = if from == self.near_side() {
+                            at_capture
+                        } else {
+                            left
+                        };
+                        (seen, left, left - at_capture, false)
+                    }
+                }
+            }
+        };
+        // A packet lost on the path is lost half way: a capture point on the sender's half
+        // sees it. A packet dropped by the queue is seen only if captured before it.
+        let seen = if dropped_in_queue {
+            from == self.near_side()
+        } else {
+            !lost_on_path || share < 0.5
+        };
+        let lane = &mut self.lanes[from];
+        let arrival = (leaves_point + delay - to_capture).max(lane.last_arrival);
+        let delivered = !lost_on_path && !dropped_in_queue;
+        if delivered {
+            lane.last_arrival = arrival;
+        }
+        Transit {
+            departed_host,
+            captured_at: seen.then_some(captured_at.min(arrival)),
+            arrival: delivered.then_some(arrival),
+            queued,
+        }
+    }
+}
+
+/// FIFO with tail drop (a bottleneck of `bps` holding at most `limit` packets): when the
+/// packet arriving at `at` leaves, or None when the queue is full.
+fn enqueue(
+    queue: &mut BottleneckQueue,
+    at: Nanos,
+    bytes: u64,
+    bps: f64,
+    limit: u32,
+) -> Option<Nanos> {
+    while queue.departures.front().is_some_and(|&d| d <= at) {
+        queue.departures.pop_front();
+    }
+    if queue.departures.len() >= limit as usize {
+        return None;
+    }
+    let leaves = at.max(queue.free_at) + Link::serialization(bytes, bps);
+    queue.free_at = leaves;
+    queue.departures.push_back(leaves);
+    Some(leaves)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(bottleneck_bps: Option<f64>, queue: u32, capture: f64) -> Link {
+        let config = LinkConfig {
+            rtt_ms: 10.0,
+            bottleneck_bps,
+            bottleneck_queue_packets: queue,
+            ..LinkConfig::default()
+        };
+        Link::new(&config, capture)
+    }
+
+    #[test]
+    fn a_queue_delays_what_follows_a_burst_and_drops_past_its_limit() {
+        let mut link = link(Some(1e6), 3, 0.0);
+        let mut rng = Rng::new(1);
+        // 1,500-byte frames at 1 Mbit/s take 12 ms each through the bottleneck.
+        let first = link.carry(0, 0, 1500, false, &mut rng);
+        let second = link.carry(0, 0, 1500, false, &mut rng);
+        let third = link.carry(0, 0, 1500, false, &mut rng);
+        let fourth = link.carry(0, 0, 1500, false, &mut rng);
+        assert!(first.arrival.is_some() && third.arrival.is_some());
+        let spacing = second.arrival.unwrap() - first.arrival.unwrap();
+        assert!((11_900_000..12_100_000).contains(&spacing), "{spacing}");
+        assert!(third.queued > 20_000_000, "{:?}", third);
+        assert_eq!(fourth.arrival, None, "the fourth is dropped at the tail");
+        // Captured at the client, before the queue: all four are seen, at once.
+        assert!(fourth.captured_at.is_some());
+    }
+
+    #[test]
+    fn the_far_sides_packets_are_captured_after_the_queue() {
+        let mut link = link(Some(1e6), 100, 0.0);
+        let mut rng = Rng::new(1);
+        let data = link.carry(1, 0, 1500, false, &mut rng);
+        let ack = link.carry(1, 0, 54, false, &mut rng);
+        // The ACK queued behind the data: it passes the capture point 12 ms later than
+        // it would on an idle path.
+        let ack_at = ack.captured_at.unwrap();
+        assert!(ack_at > data.captured_at.unwrap());
+        assert!(ack.queued > 11_000_000, "{:?}", ack);
+    }
+}

@@ -1,0 +1,529 @@
+//! Ground truth: every hold, every delayed ACK, every stall, and the true class of every
+//! gap the capture shows.
+//!
+//! A gap is what the detector examines: a pause of at least `min_gap` between
+//! consecutive data-bearing segments of the connection (either direction, a FIN counts)
+//! as recorded at the capture point, named by the record that ends it. Its true class
+//! comes from what the simulator knows about that record: why it was sent when it was
+//! (a retransmission timer, a persist probe, a hold and what released it, or the
+//! application's write and what that write waited for).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use tcpstall_core::detect::StallClass;
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+
+use crate::capture::{CaptureRecords, Captured};
+use crate::endpoint::{HoldReason, SegmentKind};
+
+/// A true ACK delay this close to the threshold counts neither way: the detector measures
+/// it through the path, the truth at the endpoint.
+pub const BORDERLINE: Nanos = 3 * NANOS_PER_MILLI;
+
+/// Ground truth: a hold that a timer-delayed ACK released.
+#[derive(Clone, Debug, Serialize)]
+pub struct TruthStall {
+    /// `nagle-delayed-ack` (a Nagle hold) or `delayed-ack` (a window hold).
+    pub class: &'static str,
+    pub holder: &'static str,
+    pub delayer: &'static str,
+    /// When the held data was ready at the holder, and when it left.
+    pub hold_start: f64,
+    pub released: f64,
+    /// When it left, as seen at the capture point.
+    pub released_at_capture: f64,
+    pub ack_delay: f64,
+    pub bytes: u32,
+    #[serde(skip)]
+    pub released_nanos: Nanos,
+    #[serde(skip)]
+    pub released_at_capture_nanos: Nanos,
+    #[serde(skip)]
+    pub ack_delay_nanos: Nanos,
+    #[serde(skip)]
+    pub holder_side: usize,
+    /// The released segment.
+    #[serde(skip)]
+    pub segment_id: u64,
+}
+
+/// Ground truth: every hold, released by whatever.
+#[derive(Clone, Debug, Serialize)]
+pub struct TruthHold {
+    pub side: &'static str,
+    pub reason: &'static str,
+    pub start: f64,
+    pub end: f64,
+    pub bytes: u32,
+    /// The delay of the timer-delayed ACK that released it.
+    pub released_by_delayed_ack: Option<f64>,
+}
+
+/// Ground truth: every ACK a delayed-ACK timer sent.
+#[derive(Clone, Debug, Serialize)]
+pub struct TruthDelayedAck {
+    pub side: &'static str,
+    /// Data arrived, and the timer's ACK left.
+    pub data_arrived: f64,
+    pub sent: f64,
+    pub delay: f64,
+}
+
+/// What a segment was, kept for every segment sent (index: id - 1).
+#[derive(Clone, Copy, Debug)]
+pub struct SentSegment {
+    pub from: usize,
+    pub kind: SegmentKind,
+    pub ack_delay: Option<Nanos>,
+    pub window: u64,
+}
+
+/// Why the application wrote when it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteCause {
+    /// On its own clock: a period, or the first request.
+    OwnClock,
+    /// In answer to data from its peer that arrived at this time (the write's lateness
+    /// beyond that is the application's: think time, a late read).
+    Reply { arrived: Nanos },
+}
+
+/// One application write (or close), by the end of its sequence space.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteRecord {
+    pub end: u64,
+    pub time: Nanos,
+    pub cause: WriteCause,
+}
+
+/// The true class of a gap: the detector's six, or no gap at all (path time only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Label {
+    NagleDelayedAck,
+    DelayedAck,
+    AppThinkTime,
+    ReceiverWindow,
+    RetransmissionTimeout,
+    Unexplained,
+    NoGap,
+}
+
+impl Label {
+    pub const ALL: [Label; 7] = [
+        Label::NagleDelayedAck,
+        Label::DelayedAck,
+        Label::AppThinkTime,
+        Label::ReceiverWindow,
+        Label::RetransmissionTimeout,
+        Label::Unexplained,
+        Label::NoGap,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Label::NagleDelayedAck => "nagle-delayed-ack",
+            Label::DelayedAck => "delayed-ack",
+            Label::AppThinkTime => "app-think-time",
+            Label::ReceiverWindow => "receiver-window",
+            Label::RetransmissionTimeout => "retransmission-timeout",
+            Label::Unexplained => "unexplained",
+            Label::NoGap => "no-gap",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn from_class(class: StallClass) -> Label {
+        match class {
+            StallClass::NagleDelayedAck => Label::NagleDelayedAck,
+            StallClass::DelayedAck => Label::DelayedAck,
+            StallClass::AppThinkTime => Label::AppThinkTime,
+            StallClass::ReceiverWindow => Label::ReceiverWindow,
+            StallClass::RetransmissionTimeout => Label::RetransmissionTimeout,
+            StallClass::Unexplained => Label::Unexplained,
+        }
+    }
+
+    pub fn is_stall(self) -> bool {
+        matches!(self, Label::NagleDelayedAck | Label::DelayedAck)
+    }
+
+    fn bit(self) -> u8 {
+        1 << self.index()
+    }
+}
+
+/// What the simulator knows about the record that ends a gap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Cause {
+    Retransmitted {
+        by_timer: bool,
+    },
+    WindowProbe,
+    /// Held for `held_for` by `reason`; released by a segment of `released_by` kind (with
+    /// its ACK delay), if a segment released it.
+    Held {
+        reason: HoldReason,
+        held_for: Nanos,
+        released_by: Option<(SegmentKind, Option<Nanos>, u64)>,
+        write: Option<(WriteCause, Nanos)>,
+    },
+    /// Sent when written; `write` is why and when the application wrote.
+    Written {
+        write: Option<(WriteCause, Nanos)>,
+    },
+}
+
+/// The true class of one gap, with the answers that are also right.
+#[derive(Clone, Debug, Serialize)]
+pub struct TruthGap {
+    /// The gap at the capture point: the data record before it, and the one ending it.
+    #[serde(skip)]
+    pub start: Nanos,
+    #[serde(skip)]
+    pub end: Nanos,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Side (0 client, 1 server) whose record ends the gap, and its payload.
+    pub sender: usize,
+    pub bytes: u32,
+    pub label: Label,
+    /// Labels that are also right (the label itself included), as bits of `Label::index`.
+    #[serde(skip)]
+    pub acceptable: u8,
+    /// The ACK delay is this close to the threshold: a stall answer or the other is right.
+    pub borderline: bool,
+    /// The capture shows the evidence (no missed record inside the gap, the releasing
+    /// ACK recorded).
+    pub observable: bool,
+    /// 1-based number of the record ending the gap in the capture.
+    pub packet: u64,
+    #[serde(skip)]
+    pub cause: Cause,
+}
+
+impl TruthGap {
+    pub fn accepts(&self, label: Label) -> bool {
+        self.acceptable & label.bit() != 0
+    }
+
+    /// One line on what the simulator knows about this gap.
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "{} {} B at {:.6} s after {:.1} ms: ",
+            if self.sender == 0 { "client" } else { "server" },
+            self.bytes,
+            self.end as f64 / 1e9,
+            (self.end - self.start) as f64 / 1e6
+        );
+        let write_text = |write: Option<(WriteCause, Nanos)>| match write {
+            Some((WriteCause::OwnClock, at)) => {
+                format!(
+                    "written at {:.6} s on the application's own clock",
+                    at as f64 / 1e9
+                )
+            }
+            Some((WriteCause::Reply { arrived }, at)) => format!(
+                "written {:.1} ms after the peer's data arrived",
+                (at - arrived) as f64 / 1e6
+            ),
+            None => "written by the application".into(),
+        };
+        match self.cause {
+            Cause::Retransmitted { by_timer } => {
+                out.push_str(if by_timer {
+                    "retransmitted by the RTO"
+                } else {
+                    "fast retransmission"
+                });
+            }
+            Cause::WindowProbe => out.push_str("a persist-timer window probe"),
+            Cause::Held {
+                reason,
+                held_for,
+                released_by,
+                write,
+            } => {
+                let _ = write!(
+                    out,
+                    "{}, held {:.1} ms by {}",
+                    write_text(write),
+                    held_for as f64 / 1e6,
+                    reason.name()
+                );
+                match released_by {
+                    Some((kind, delay, window)) => {
+                        let _ = write!(out, ", released by a {}", kind_name(kind));
+                        if let Some(d) = delay {
+                            let _ = write!(out, " held {:.1} ms", d as f64 / 1e6);
+                        }
+                        let _ = write!(out, " (window {window})");
+                    }
+                    None => out.push_str(", released by a timer"),
+                }
+            }
+            Cause::Written { write } => out.push_str(&write_text(write)),
+        }
+        let _ = write!(out, "; truth {}", self.label.name());
+        if !self.observable {
+            out.push_str(" (not observable)");
+        }
+        out
+    }
+}
+
+fn kind_name(kind: SegmentKind) -> &'static str {
+    match kind {
+        SegmentKind::Data => "data segment",
+        SegmentKind::Retransmission { .. } => "retransmission",
+        SegmentKind::WindowProbe => "window probe",
+        SegmentKind::DelayedAck => "timer-delayed ACK",
+        SegmentKind::PromptAck => "prompt ACK",
+        SegmentKind::ReadAck => "ACK sent on a read (window update)",
+        SegmentKind::ProbeAnswer => "probe answer",
+        SegmentKind::Handshake => "handshake segment",
+    }
+}
+
+/// Everything the labelling reads.
+pub struct TruthInputs<'a> {
+    pub records: &'a CaptureRecords,
+    pub sent: &'a [SentSegment],
+    pub writes: &'a [Vec<WriteRecord>; 2],
+    pub min_gap: Nanos,
+}
+
+fn data_bearing(c: &Captured) -> bool {
+    (c.segment.len > 0 || c.segment.fin) && !c.segment.syn
+}
+
+impl TruthInputs<'_> {
+    fn sent(&self, id: u64) -> Option<&SentSegment> {
+        self.sent.get(id.checked_sub(1)? as usize)
+    }
+
+    /// The write the record's last byte (or its FIN) came from.
+    fn write_of(&self, c: &Captured) -> Option<(WriteCause, Nanos)> {
+        let s = &c.segment;
+        let last = s.seq + u64::from(s.len) + u64::from(s.fin);
+        let log = &self.writes[s.from];
+        let i = log.partition_point(|w| w.end < last);
+        log.get(i).map(|w| (w.cause, w.time))
+    }
+
+    /// The label of an application write: on its own clock, or later than the data it
+    /// answered by at least the threshold, is the application's time; otherwise path time.
+    fn write_label(&self, write: Option<(WriteCause, Nanos)>) -> (Label, u8) {
+        match write {
+            Some((WriteCause::OwnClock, _)) | None => (Label::AppThinkTime, 0),
+            Some((WriteCause::Reply { arrived }, at)) => {
+                let late = at - arrived;
+                let near = (late - self.min_gap).abs() <= BORDERLINE;
+                let also = if near {
+                    Label::AppThinkTime.bit() | Label::NoGap.bit()
+                } else {
+                    0
+                };
+                if late >= self.min_gap {
+                    (Label::AppThinkTime, also)
+                } else {
+                    (Label::NoGap, also)
+                }
+            }
+        }
+    }
+
+    /// The true label of a data record as the end of a gap, the other right answers, and
+    /// whether its ACK delay is borderline.
+    fn record_label(&self, c: &Captured) -> (Label, u8, bool, Cause) {
+        let s = &c.segment;
+        let write = self.write_of(c);
+        match s.kind {
+            SegmentKind::Retransmission { by_timer } => {
+                return (
+                    Label::RetransmissionTimeout,
+                    0,
+                    false,
+                    Cause::Retransmitted { by_timer },
+                );
+            }
+            SegmentKind::WindowProbe => {
+                return (Label::ReceiverWindow, 0, false, Cause::WindowProbe);
+            }
+            _ => {}
+        }
+        let Some((reason, held_for)) = s.held else {
+            let (label, also) = self.write_label(write);
+            return (label, also, false, Cause::Written { write });
+        };
+        let trigger = s.released_by.and_then(|id| self.sent(id));
+        let cause = Cause::Held {
+            reason,
+            held_for,
+            released_by: trigger.map(|t| (t.kind, t.ack_delay, t.window)),
+            write,
+        };
+        let (app, app_also) = self.write_label(write);
+        let timer_delay = trigger
+            .filter(|t| t.kind == SegmentKind::DelayedAck)
+            .and_then(|t| t.ack_delay);
+        let window_opened = trigger
+            .is_some_and(|t| matches!(t.kind, SegmentKind::ReadAck | SegmentKind::ProbeAnswer));
+        let short_hold = held_for < self.min_gap;
+        let stall = |class: Label, delay: Nanos| -> (Label, u8, bool) {
+            let borderline = (delay - self.min_gap).abs() <= BORDERLINE;
+            let mut also = app_also;
+            if borderline || short_hold {
+                also |= app.bit();
+            }
+            if delay >= self.min_gap {
+                (
+                    class,
+                    also | if borderline { class.bit() } else { 0 },
+                    borderline,
+                )
+            } else if borderline {
+                (app, also | class.bit(), true)
+            } else {
+                (app, app_also, false)
+            }
+        };
+        let (label, also, borderline) = match reason {
+            HoldReason::Nagle | HoldReason::CongestionWindow | HoldReason::ReceiveWindow => {
+                let class = if reason == HoldReason::Nagle {
+                    Label::NagleDelayedAck
+                } else {
+                    Label::DelayedAck
+                };
+                match timer_delay {
+                    Some(delay) => stall(class, delay),
+                    None if window_opened && !short_hold => {
+                        // The ACK waited for the peer's application to read.
+                        (Label::AppThinkTime, Label::ReceiverWindow.bit(), false)
+                    }
+                    None => (app, app_also, false),
+                }
+            }
+            HoldReason::PeerWindow => {
+                if short_hold && !window_opened {
+                    (app, app_also | Label::ReceiverWindow.bit(), false)
+                } else {
+                    let also = match timer_delay {
+                        Some(delay) if delay >= self.min_gap => Label::DelayedAck.bit(),
+                        _ => 0,
+                    };
+                    (Label::ReceiverWindow, also, false)
+                }
+            }
+            HoldReason::Cork | HoldReason::Autocork => {
+                if short_hold {
+                    (app, app_also, false)
+                } else {
+                    (Label::AppThinkTime, 0, false)
+                }
+            }
+        };
+        (label, also, borderline, cause)
+    }
+
+    /// Labels every gap of the capture file's records.
+    pub fn gaps(&self) -> Vec<TruthGap> {
+        let made = &self.records.made;
+        let index_in_made: HashMap<u64, usize> = made
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| data_bearing(c))
+            .map(|(i, c)| (c.segment.id, i))
+            .collect();
+        let mut gaps = Vec::new();
+        let mut previous: Option<(usize, Nanos, u64)> = None;
+        for (k, c) in self.records.kept.iter().enumerate() {
+            if !data_bearing(c) {
+                continue;
+            }
+            if let Some((_, start, previous_id)) = previous
+                && c.time - start >= self.min_gap
+            {
+                gaps.push(self.gap(c, k, start, previous_id, &index_in_made));
+            }
+            previous = Some((k, c.time, c.segment.id));
+        }
+        gaps
+    }
+
+    fn gap(
+        &self,
+        c: &Captured,
+        k: usize,
+        start: Nanos,
+        previous_id: u64,
+        index_in_made: &HashMap<u64, usize>,
+    ) -> TruthGap {
+        let made = &self.records.made;
+        let here = index_in_made.get(&c.segment.id).copied();
+        let before = index_in_made.get(&previous_id).copied();
+        // The data records the capture point made between the two the file holds.
+        let missed_inside = match (before, here) {
+            (Some(b), Some(h)) => made[b + 1..h].iter().any(data_bearing),
+            _ => true,
+        };
+        let (mut label, mut also, borderline, cause, mut observable) = if missed_inside {
+            // The gap the file shows joins several: the longest of them names it.
+            let (b, h) = (before.unwrap_or(0), here.unwrap_or(0));
+            let mut longest: Option<(Nanos, &Captured)> = None;
+            let mut last = made.get(b).map_or(start, |r| r.time);
+            for r in made
+                .get(b + 1..=h)
+                .unwrap_or(&[])
+                .iter()
+                .filter(|r| data_bearing(r))
+            {
+                if longest.is_none_or(|(d, _)| r.time - last > d) {
+                    longest = Some((r.time - last, r));
+                }
+                last = r.time;
+            }
+            let named = longest.map_or(c, |(_, r)| r);
+            let (label, also, borderline, cause) = self.record_label(named);
+            (label, also, borderline, cause, false)
+        } else {
+            let (label, also, borderline, cause) = self.record_label(c);
+            (label, also, borderline, cause, true)
+        };
+        if let Cause::Held {
+            released_by: Some(_),
+            ..
+        } = cause
+            && let Some(id) = c.segment.released_by
+            && !self.records.kept_ids.contains(&id)
+        {
+            observable = false;
+        }
+        if !observable {
+            also |= Label::Unexplained.bit();
+        }
+        if label == Label::Unexplained {
+            label = Label::Unexplained;
+        }
+        TruthGap {
+            start,
+            end: c.time,
+            start_s: start as f64 / 1e9,
+            end_s: c.time as f64 / 1e9,
+            sender: c.segment.from,
+            bytes: c.segment.len,
+            label,
+            acceptable: also | label.bit(),
+            borderline,
+            observable,
+            packet: k as u64 + 1,
+            cause,
+        }
+    }
+}
