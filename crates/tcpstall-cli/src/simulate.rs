@@ -14,6 +14,7 @@ use tcpstall_sim::engine::capture_segments;
 use tcpstall_sim::report;
 use tcpstall_sim::scenario::{PATTERNS, ScenarioFile};
 use tcpstall_sim::sweep::{PARAMETERS, SweepSpec, compare_fixes, sweep};
+use tcpstall_sim::truth::Label;
 use tcpstall_sim::{accuracy, profile};
 
 #[derive(Args)]
@@ -394,10 +395,37 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
     let transactions = args.workload.transactions.unwrap_or(8);
     let cells = accuracy::matrix(transactions, &AnalyzeOptions::default());
     let mut total = accuracy::Accuracy::default();
+    let mut families: Vec<(&str, usize, accuracy::Accuracy)> = accuracy::FAMILIES
+        .iter()
+        .map(|(name, _)| (*name, 0, accuracy::Accuracy::default()))
+        .collect();
     for cell in &cells {
         total.add(&cell.accuracy);
+        if let Some(family) = families.iter_mut().find(|f| f.0 == cell.family) {
+            family.1 += 1;
+            family.2.add(&cell.accuracy);
+        }
     }
+    let labels: Vec<&str> = Label::ALL.iter().map(|l| l.name()).collect();
     if args.json {
+        let per_family: Vec<serde_json::Value> = families
+            .iter()
+            .map(|(name, runs, a)| {
+                serde_json::json!({
+                    "family": name,
+                    "runs": runs,
+                    "gaps": a.gaps,
+                    "not_observable": a.not_observable,
+                    "true_positives": a.true_positives,
+                    "false_positives": a.false_positives,
+                    "false_negatives": a.false_negatives,
+                    "precision": a.precision(),
+                    "recall": a.recall(),
+                    "confusion": a.confusion,
+                    "reasons": a.misses.iter().take(10).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
         return to_json(&serde_json::json!({
             "schema_version": report::SCHEMA_VERSION,
             "runs": cells.len(),
@@ -406,18 +434,22 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
             "false_negatives": total.false_negatives,
             "precision": total.precision(),
             "recall": total.recall(),
+            "labels": labels,
+            "confusion": total.confusion,
+            "families": per_family,
             "cells": cells,
         }));
     }
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{} runs: {} stacks x {} stacks x 8 patterns x RTT 0.05/1/20/100 ms x capture at client/server/tap, {} transactions each",
-        cells.len(),
-        profile::names().len(),
-        profile::names().len(),
-        transactions
-    );
+    let _ = writeln!(out, "{} runs:", cells.len());
+    for ((name, what), (_, runs, _)) in accuracy::FAMILIES.iter().zip(&families) {
+        let what = if *name == "request-response" {
+            format!("{what}, {transactions} transactions each")
+        } else {
+            what.to_string()
+        };
+        let _ = writeln!(out, "  {name:<20} {runs:>5}  {what}");
+    }
     let _ = writeln!(
         out,
         "ground-truth stalls {}, found {}, false {}, missed {}",
@@ -432,19 +464,81 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
         total.precision(),
         total.recall()
     );
-    for cell in cells.iter().filter(|c| !c.accuracy.misses.is_empty()) {
+    let _ = writeln!(
+        out,
+        "\n{} gaps ({} not observable in the capture); rows: truth, columns: detected",
+        total.gaps, total.not_observable
+    );
+    out.push_str(&confusion_text(&total.confusion));
+    let _ = writeln!(
+        out,
+        "\n{:<20} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9} {:>7}",
+        "family", "runs", "gaps", "stalls", "found", "false", "missed", "unobs."
+    );
+    for (name, runs, a) in &families {
         let _ = writeln!(
             out,
-            "  {} -> {} {} RTT {} ms at {}: {}",
-            cell.client,
-            cell.server,
-            cell.pattern,
-            cell.rtt_ms,
-            cell.capture,
-            cell.accuracy.misses.join("; ")
+            "{:<20} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9} {:>7}",
+            name,
+            runs,
+            a.gaps,
+            a.true_positives + a.false_negatives,
+            a.true_positives,
+            a.false_positives,
+            a.false_negatives,
+            a.not_observable
         );
     }
+    for (name, _, a) in &families {
+        if a.misses.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n{name}: a sample of reasons");
+        let mut shown = 0;
+        for cell in cells.iter().filter(|c| c.family == *name) {
+            for miss in &cell.accuracy.misses {
+                if shown >= 4 {
+                    break;
+                }
+                let _ = writeln!(
+                    out,
+                    "  {} -> {} {} RTT {} ms at {} ({}): {miss}",
+                    cell.client, cell.server, cell.pattern, cell.rtt_ms, cell.capture, cell.variant
+                );
+                shown += 1;
+            }
+            if shown >= 4 {
+                break;
+            }
+        }
+    }
     Ok(out)
+}
+
+/// The confusion matrix as a table: rows the truth, columns the detector's answer.
+fn confusion_text(confusion: &[[u64; 7]; 7]) -> String {
+    let short = [
+        "nagle-dack",
+        "delayed-ack",
+        "app-think",
+        "rcv-window",
+        "rto",
+        "unexpl.",
+        "no gap",
+    ];
+    let mut out = format!("{:<24}", "truth \\ detected");
+    for name in short {
+        let _ = write!(out, " {name:>11}");
+    }
+    out.push('\n');
+    for label in Label::ALL {
+        let _ = write!(out, "{:<24}", label.name());
+        for cell in confusion[label.index()] {
+            let _ = write!(out, " {cell:>11}");
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// Prints to standard output, ignoring a closed pipe.

@@ -1,6 +1,14 @@
 //! Detection accuracy: the analyzer, run on the simulator's own capture, against the
-//! simulator's ground truth.
+//! simulator's ground truth of every gap ([`crate::truth`]).
+//!
+//! Each gap the capture shows has a true label (the detector's six classes, or no gap:
+//! path time only) and the detector's answer (a class, or none). The confusion matrix
+//! counts them; stall precision and recall count the two stall classes
+//! (`nagle-delayed-ack`, `delayed-ack`). A gap whose evidence the capture lacks (a record
+//! missed inside it, or its releasing ACK missed) counts in the matrix but not against
+//! recall, and `unexplained` is then a right answer.
 
+use std::collections::HashMap;
 use std::io::Cursor;
 
 use serde::Serialize;
@@ -8,25 +16,29 @@ use serde::Serialize;
 use tcpstall_core::analyze::{AnalyzeOptions, analyze};
 use tcpstall_core::capture::PcapWriter;
 use tcpstall_core::diagnosis::Role;
-use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_core::segment::Nanos;
 
-use crate::engine::{CLIENT, RunResult, capture_segments};
+use crate::engine::{RunResult, capture_segments};
+use crate::scenario::ScenarioFile;
+use crate::truth::{Label, TruthGap};
 
-/// How far apart the detector's "data after the gap" and the truth's release may be, as
-/// seen at the capture point (serialization and queueing move packets a little).
-const MATCH_TOLERANCE: Nanos = 2 * NANOS_PER_MILLI;
-/// Stalls whose true ACK delay is this close to the threshold count neither way: the
-/// detector measures the delay through the path, the truth at the endpoint.
-const BORDERLINE: Nanos = 3 * NANOS_PER_MILLI;
+/// Reasons kept per run, so a matrix of thousands of runs stays small.
+const REASONS_PER_RUN: usize = 8;
 
-/// The outcome for one run.
+/// The outcome for one run (or, added up, for many).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Accuracy {
     pub true_positives: usize,
     pub false_positives: usize,
     pub false_negatives: usize,
-    /// Human-readable reasons for every miss and every false alarm.
+    /// Human-readable reasons for misses and false alarms (at most a few per run).
     pub misses: Vec<String>,
+    /// Rows: the true label; columns: the detector's answer (`Label::index`; the last is
+    /// "no gap").
+    pub confusion: [[u64; 7]; 7],
+    /// Gaps the truth names, and those whose evidence the capture lacks.
+    pub gaps: usize,
+    pub not_observable: usize,
 }
 
 impl Accuracy {
@@ -35,6 +47,13 @@ impl Accuracy {
         self.false_positives += other.false_positives;
         self.false_negatives += other.false_negatives;
         self.misses.extend(other.misses.iter().cloned());
+        for (row, other_row) in self.confusion.iter_mut().zip(&other.confusion) {
+            for (cell, other_cell) in row.iter_mut().zip(other_row) {
+                *cell += other_cell;
+            }
+        }
+        self.gaps += other.gaps;
+        self.not_observable += other.not_observable;
     }
 
     pub fn precision(&self) -> f64 {
@@ -43,6 +62,12 @@ impl Accuracy {
 
     pub fn recall(&self) -> f64 {
         recall(self.true_positives, self.false_negatives)
+    }
+
+    fn note(&mut self, reason: String) {
+        if self.misses.len() < REASONS_PER_RUN {
+            self.misses.push(reason);
+        }
     }
 }
 
@@ -79,145 +104,407 @@ pub fn pcap_bytes(result: &RunResult, seed: u64) -> Vec<u8> {
     writer.into_inner()
 }
 
-/// Runs the analyzer on the run's capture and compares its stalls with the truth.
+/// A gap the detector named: its class, and its basis for the reasons.
+struct Detected {
+    label: Label,
+    basis: String,
+}
+
+/// Runs the analyzer on the run's capture and scores every gap against the truth.
 pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accuracy {
     let bytes = pcap_bytes(result, seed);
     let mut accuracy = Accuracy::default();
     let analysis = match analyze(Cursor::new(bytes), "simulation", options) {
         Ok(a) => a,
         Err(e) => {
-            accuracy.false_negatives = result.stalls.len();
-            accuracy
-                .misses
-                .push(format!("the analyzer refused the capture: {e}"));
+            accuracy.false_negatives = result.gaps.iter().filter(|g| g.label.is_stall()).count();
+            accuracy.note(format!("the analyzer refused the capture: {e}"));
             return accuracy;
         }
     };
-    let origin = analysis.input.first_time.unwrap_or(0);
-    let _ = origin;
-    let min_gap = options.detect.min_gap;
-    let mut detected: Vec<(Nanos, &'static str, Role, Role, bool)> = Vec::new();
+    // The detector's gaps by the record that ends them: its time, and its sender.
+    let mut detected: HashMap<(Nanos, usize), Detected> = HashMap::new();
     for c in &analysis.connections {
-        for e in c.events.iter().filter(|e| e.class.is_tcp_stall()) {
-            let holder = e.holder.map_or(Role::Client, |s| c.role_of_side(s));
-            let delayer = e.delayer.map_or(Role::Server, |s| c.role_of_side(s));
-            detected.push((e.end, e.class.name(), holder, delayer, false));
+        for e in &c.events {
+            let sender = usize::from(c.role_of_side(e.sender) == Role::Server);
+            detected.insert(
+                (e.end, sender),
+                Detected {
+                    label: Label::from_class(e.class),
+                    basis: e.evidence.basis.names().join(" > "),
+                },
+            );
         }
     }
-    for truth in &result.stalls {
-        let holder = if truth.holder_side == CLIENT {
-            Role::Client
-        } else {
-            Role::Server
-        };
-        let borderline = (truth.ack_delay_nanos - min_gap).abs() <= BORDERLINE;
-        if truth.ack_delay_nanos < min_gap && !borderline {
-            continue;
-        }
-        let found = detected.iter_mut().find(|(end, class, h, _, used)| {
-            !*used
-                && (*end - truth.released_at_capture_nanos).abs() <= MATCH_TOLERANCE
-                && *class == truth.class
-                && *h == holder
-        });
-        match found {
-            Some(entry) => {
-                entry.4 = true;
-                accuracy.true_positives += 1;
-            }
-            None if borderline => {}
-            None => {
-                accuracy.false_negatives += 1;
-                accuracy.misses.push(format!(
-                    "missed {} held by the {} released at {:.6} s (ACK delay {:.1} ms)",
-                    truth.class,
-                    truth.holder,
-                    truth.released_at_capture,
-                    truth.ack_delay * 1e3
-                ));
-            }
-        }
+    for gap in &result.gaps {
+        let answer = detected.remove(&(gap.end, gap.sender));
+        let found = answer.as_ref().map_or(Label::NoGap, |d| d.label);
+        score_gap(
+            &mut accuracy,
+            gap,
+            found,
+            answer.as_ref().map(|d| d.basis.as_str()),
+        );
     }
-    for (end, class, holder, _, used) in &detected {
-        if *used {
-            continue;
+    // Gaps only the detector saw (a threshold rounding apart): the truth calls them none.
+    for ((end, sender), answer) in detected {
+        accuracy.confusion[Label::NoGap.index()][answer.label.index()] += 1;
+        if answer.label.is_stall() {
+            accuracy.false_positives += 1;
+            accuracy.note(format!(
+                "false {} on the {} at {:.6} s where the truth has no gap ({})",
+                answer.label.name(),
+                if sender == 0 { "client" } else { "server" },
+                end as f64 / 1e9,
+                answer.basis
+            ));
         }
-        let near_borderline = result.stalls.iter().any(|t| {
-            (t.released_at_capture_nanos - *end).abs() <= MATCH_TOLERANCE
-                && (t.ack_delay_nanos - min_gap).abs() <= BORDERLINE
-        });
-        if near_borderline {
-            continue;
-        }
-        accuracy.false_positives += 1;
-        accuracy.misses.push(format!(
-            "false {class} held by the {} ending at {:.6} s",
-            holder.name(),
-            (*end - origin) as f64 / 1e9
-        ));
     }
     accuracy
+}
+
+fn score_gap(accuracy: &mut Accuracy, gap: &TruthGap, found: Label, basis: Option<&str>) {
+    accuracy.gaps += 1;
+    if !gap.observable {
+        accuracy.not_observable += 1;
+    }
+    accuracy.confusion[gap.label.index()][found.index()] += 1;
+    let basis = basis.unwrap_or("no event");
+    if gap.label.is_stall() {
+        if found == gap.label {
+            accuracy.true_positives += 1;
+            return;
+        }
+        if gap.accepts(found) {
+            return;
+        }
+        if gap.observable {
+            accuracy.false_negatives += 1;
+            accuracy.note(format!(
+                "missed: detected {}: {} [{basis}]",
+                found.name(),
+                gap.describe()
+            ));
+        }
+        if found.is_stall() {
+            accuracy.false_positives += 1;
+        }
+    } else if found.is_stall() && !gap.accepts(found) {
+        accuracy.false_positives += 1;
+        accuracy.note(format!(
+            "false {}: {} [{basis}]",
+            found.name(),
+            gap.describe()
+        ));
+    }
+}
+
+/// One run of the accuracy matrix: which family, and the scenario.
+#[derive(Clone, Debug)]
+pub struct CellSpec {
+    pub family: &'static str,
+    pub label: String,
+    pub file: ScenarioFile,
 }
 
 /// One cell of the accuracy matrix.
 #[derive(Clone, Debug, Serialize)]
 pub struct MatrixCell {
+    pub family: String,
     pub client: String,
     pub server: String,
     pub pattern: String,
     pub rtt_ms: f64,
     pub capture: String,
+    /// What sets this cell apart within its family.
+    pub variant: String,
     pub truth_stalls: usize,
     pub accuracy: Accuracy,
 }
 
-/// The matrix the detector is held to: every profile pair, every named pattern, round
-/// trips of 0.05, 1, 20 and 100 ms, and three capture points.
-pub fn matrix(transactions: u32, options: &AnalyzeOptions) -> Vec<MatrixCell> {
-    let profiles = crate::profile::names();
-    let patterns = [
-        "two-writes",
-        "one-write",
-        "pipeline",
-        "bulk",
-        "sftp",
-        "proxy-split",
-        "http-keepalive",
-        "interactive",
-    ];
-    let rtts = [0.05, 1.0, 20.0, 100.0];
-    let captures = ["client", "server", "tap"];
+/// The families of the matrix: request/response over every stack pair (where stalls
+/// are), then each look-alike of a stall.
+pub const FAMILIES: &[(&str, &str)] = &[
+    (
+        "request-response",
+        "6 x 6 stacks x 8 patterns x RTT 0.05/1/20/100 ms x capture at client/server/tap",
+    ),
+    (
+        "slow-reader",
+        "small receive buffers read slowly: the window closes, zero windows, persist probes, window updates",
+    ),
+    (
+        "periodic-nodelay",
+        "TCP_NODELAY messages on the client's clock, the receiver's ACK landing just before the next",
+    ),
+    (
+        "bottleneck",
+        "a FIFO bottleneck queue beyond the capture point delays data and the ACKs behind it",
+    ),
+    (
+        "offload",
+        "host captures with TSO/GRO: records larger than the MSS",
+    ),
+    (
+        "capture-miss",
+        "captures that miss a share of the records (the link delivers them)",
+    ),
+    (
+        "multi-response-read",
+        "pipelined requests; the client reads two responses in one call and writes two requests",
+    ),
+];
+
+const CLASSIC_PATTERNS: [&str; 8] = [
+    "two-writes",
+    "one-write",
+    "pipeline",
+    "bulk",
+    "sftp",
+    "proxy-split",
+    "http-keepalive",
+    "interactive",
+];
+const CAPTURES: [&str; 3] = ["client", "server", "tap"];
+
+fn file(client: &str, server: &str, pattern: &str, rtt: f64, capture: &str) -> ScenarioFile {
+    let mut file = ScenarioFile::default();
+    file.client.stack = client.to_string();
+    file.server.stack = server.to_string();
+    file.workload.pattern = pattern.to_string();
+    file.link.rtt_ms = rtt;
+    file.capture = Some(capture.to_string());
+    file
+}
+
+/// Every run of the matrix. `transactions` sets the request/response family's count.
+pub fn cells(transactions: u32) -> Vec<CellSpec> {
     let mut cells = Vec::new();
+    let profiles = crate::profile::names();
     for client in &profiles {
         for server in &profiles {
-            for pattern in patterns {
-                for rtt in rtts {
-                    for capture in captures {
-                        let mut file = crate::ScenarioFile::default();
-                        file.client.stack = client.to_string();
-                        file.server.stack = server.to_string();
-                        file.workload.pattern = pattern.to_string();
-                        file.workload.transactions = transactions;
-                        file.link.rtt_ms = rtt;
-                        file.capture = Some(capture.to_string());
-                        let Ok(scenario) = file.resolve() else {
-                            continue;
-                        };
-                        let result = crate::run(&scenario, true);
-                        let accuracy = evaluate(&result, scenario.link.seed, options);
-                        cells.push(MatrixCell {
-                            client: client.to_string(),
-                            server: server.to_string(),
-                            pattern: pattern.to_string(),
-                            rtt_ms: rtt,
-                            capture: capture.to_string(),
-                            truth_stalls: result.stalls.len(),
-                            accuracy,
+            for pattern in CLASSIC_PATTERNS {
+                for rtt in [0.05, 1.0, 20.0, 100.0] {
+                    for capture in CAPTURES {
+                        let mut f = file(client, server, pattern, rtt, capture);
+                        f.workload.transactions = transactions;
+                        cells.push(CellSpec {
+                            family: "request-response",
+                            label: String::new(),
+                            file: f,
                         });
                     }
                 }
             }
         }
     }
+    slow_readers(&mut cells);
+    periodic_senders(&mut cells);
+    bottlenecks(&mut cells);
+    offloaded_captures(&mut cells);
+    missing_captures(&mut cells);
+    multi_response_reads(&mut cells);
     cells
+}
+
+fn slow_readers(cells: &mut Vec<CellSpec>) {
+    // (rcvbuf, read_bytes, read_interval_ms): a steady slow reader, a slower one with
+    // bigger reads, and one so slow that the persist timer probes.
+    let readers = [(8192, 1024, 20.0), (16384, 4096, 100.0), (4096, 512, 300.0)];
+    for sender in ["linux", "windows", "freebsd"] {
+        for receiver in ["linux", "windows", "macos"] {
+            for (rcvbuf, read_bytes, interval) in readers {
+                for pattern in ["stream", "proxy-split"] {
+                    for rtt in [1.0, 20.0] {
+                        for capture in CAPTURES {
+                            let mut f = file(sender, receiver, pattern, rtt, capture);
+                            f.server.reader.rcvbuf = Some(rcvbuf);
+                            f.server.reader.read_bytes = Some(read_bytes);
+                            f.server.reader.read_interval_ms = interval;
+                            if pattern == "stream" {
+                                f.workload.request = vec![8192];
+                                f.workload.transactions = 6;
+                            } else {
+                                f.workload.transactions = 6;
+                            }
+                            cells.push(CellSpec {
+                                family: "slow-reader",
+                                label: format!(
+                                    "rcvbuf {rcvbuf}, {read_bytes} B every {interval} ms"
+                                ),
+                                file: f,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn periodic_senders(cells: &mut Vec<CellSpec>) {
+    // The receiver, how late its application reads, and a period just above the time
+    // its ACK comes: a Linux read (or timer) at 38 to 45 ms against 40 and 50 ms, a
+    // 17 ms read against 20 ms, FreeBSD's 100 ms timer against 110, Windows' 200 ms
+    // timer against 210, the BSD tick against 210 and 250 ms.
+    let receivers: [(&str, f64, f64); 8] = [
+        ("linux", 45.0, 50.0),
+        ("linux", 38.0, 40.0),
+        ("linux", 17.0, 20.0),
+        ("linux", 0.0, 50.0),
+        ("freebsd", 0.0, 110.0),
+        ("windows", 0.0, 210.0),
+        ("macos", 0.0, 210.0),
+        ("aix", 0.0, 250.0),
+    ];
+    for (receiver, read_delay, period) in receivers {
+        for sender in ["linux", "windows"] {
+            for rtt in [0.05, 1.0, 5.0, 20.0] {
+                for capture in CAPTURES {
+                    let mut f = file(sender, receiver, "periodic", rtt, capture);
+                    f.client.options.nodelay = true;
+                    f.server.reader.read_delay_ms = read_delay;
+                    f.workload.period_ms = period;
+                    f.workload.transactions = 30;
+                    cells.push(CellSpec {
+                        family: "periodic-nodelay",
+                        label: format!("period {period} ms, server reads {read_delay} ms late"),
+                        file: f,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn bottlenecks(cells: &mut Vec<CellSpec>) {
+    let pairs = [
+        ("linux", "linux"),
+        ("macos-legacy", "macos-legacy"),
+        ("linux", "windows"),
+    ];
+    for pattern in ["bulk", "sftp", "proxy-split", "pipeline", "stream"] {
+        for bps in [1e6, 5e6, 20e6] {
+            for queue in [30, 200] {
+                for (client, server) in pairs {
+                    for rtt in [1.0, 20.0] {
+                        for capture in CAPTURES {
+                            let mut f = file(client, server, pattern, rtt, capture);
+                            f.link.bottleneck_bps = Some(bps);
+                            f.link.bottleneck_queue_packets = queue;
+                            f.workload.transactions = if pattern == "stream" { 4 } else { 6 };
+                            cells.push(CellSpec {
+                                family: "bottleneck",
+                                label: format!("{} Mbit/s, {queue} packets", bps / 1e6),
+                                file: f,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn offloaded_captures(cells: &mut Vec<CellSpec>) {
+    for pattern in CLASSIC_PATTERNS {
+        for (client, server) in [
+            ("linux", "linux"),
+            ("linux", "windows"),
+            ("windows", "linux"),
+        ] {
+            for rtt in [0.05, 1.0, 20.0] {
+                for capture in ["client", "server"] {
+                    let mut f = file(client, server, pattern, rtt, capture);
+                    f.capture_offload = true;
+                    f.workload.transactions = 8;
+                    cells.push(CellSpec {
+                        family: "offload",
+                        label: "TSO/GRO".into(),
+                        file: f,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn missing_captures(cells: &mut Vec<CellSpec>) {
+    for miss in [0.05, 0.15] {
+        for pattern in CLASSIC_PATTERNS {
+            for (client, server) in [("linux", "linux"), ("windows", "aix")] {
+                for rtt in [1.0, 20.0] {
+                    for capture in CAPTURES {
+                        let mut f = file(client, server, pattern, rtt, capture);
+                        f.capture_miss = miss;
+                        f.workload.transactions = 8;
+                        cells.push(CellSpec {
+                            family: "capture-miss",
+                            label: format!("{:.0}% missed", miss * 100.0),
+                            file: f,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn multi_response_reads(cells: &mut Vec<CellSpec>) {
+    for (pattern, request) in [
+        ("pipeline", None),
+        ("http-keepalive", None),
+        ("sftp", Some(vec![96u32, 656])),
+    ] {
+        for read_delay in [0.2, 2.0, 15.0] {
+            for (client, server) in [
+                ("linux", "linux"),
+                ("linux", "windows"),
+                ("windows", "linux"),
+            ] {
+                for rtt in [0.05, 1.0, 20.0] {
+                    for capture in CAPTURES {
+                        let mut f = file(client, server, pattern, rtt, capture);
+                        f.workload.depth = 2;
+                        if let Some(request) = &request {
+                            f.workload.request = request.clone();
+                        }
+                        f.client.reader.read_delay_ms = read_delay;
+                        f.workload.transactions = 12;
+                        cells.push(CellSpec {
+                            family: "multi-response-read",
+                            label: format!("client reads {read_delay} ms late"),
+                            file: f,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs one cell of the matrix.
+pub fn run_cell(spec: &CellSpec, options: &AnalyzeOptions) -> Option<MatrixCell> {
+    let scenario = spec.file.resolve().ok()?;
+    let result = crate::run(&scenario, true);
+    let accuracy = evaluate(&result, scenario.link.seed, options);
+    Some(MatrixCell {
+        family: spec.family.to_string(),
+        client: spec.file.client.stack.clone(),
+        server: spec.file.server.stack.clone(),
+        pattern: spec.file.workload.pattern.clone(),
+        rtt_ms: spec.file.link.rtt_ms,
+        capture: spec.file.capture.clone().unwrap_or_default(),
+        variant: spec.label.clone(),
+        truth_stalls: result.gaps.iter().filter(|g| g.label.is_stall()).count(),
+        accuracy,
+    })
+}
+
+/// The matrix the detector is held to: every family's cells, run and scored.
+pub fn matrix(transactions: u32, options: &AnalyzeOptions) -> Vec<MatrixCell> {
+    cells(transactions)
+        .iter()
+        .filter_map(|spec| run_cell(spec, options))
+        .collect()
 }

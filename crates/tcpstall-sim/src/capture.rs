@@ -217,6 +217,7 @@ mod tests {
                 held: None,
                 released_by: None,
                 burst,
+                sent: time,
             },
         }
     }

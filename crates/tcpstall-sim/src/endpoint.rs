@@ -67,6 +67,8 @@ pub struct WireSegment {
     pub released_by: Option<u64>,
     /// Segments sent by one call of the sending rules share this number (one TSO burst).
     pub burst: u64,
+    /// When the endpoint sent it.
+    pub sent: Nanos,
 }
 
 /// Why a sender could not send what the application had written.
@@ -317,6 +319,7 @@ impl Endpoint {
             released_by: None,
             burst: 0,
             id: 0,
+            sent: now,
         }
     }
 
@@ -349,6 +352,7 @@ impl Endpoint {
             held: None,
             released_by: None,
             burst: self.bursts,
+            sent: now,
         }
     }
 

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::endpoint::SegmentKind;
 use crate::engine::{CLIENT, RunResult, TruthDelayedAck, TruthHold, TruthStall};
 use crate::scenario::Scenario;
 use crate::summary::{Summary, summarize};
@@ -164,9 +165,10 @@ fn truth_line(result: &RunResult) -> String {
 /// knows about each: held data and delayed ACKs.
 pub fn timeline(result: &RunResult, limit: usize) -> String {
     let mut out = String::new();
-    let mut captured: Vec<_> = result.captured.iter().collect();
-    captured.sort_by_key(|c| c.time);
-    for c in captured.iter().take(limit) {
+    let captured: Vec<_> = result.captured.iter().collect();
+    let gap_ends: std::collections::HashMap<u64, &crate::truth::TruthGap> =
+        result.gaps.iter().map(|g| (g.packet, g)).collect();
+    for (i, c) in captured.iter().enumerate().take(limit) {
         let s = &c.segment;
         let (from, to) = if s.from == CLIENT {
             ("client", "server")
@@ -205,6 +207,27 @@ pub fn timeline(result: &RunResult, limit: usize) -> String {
         if s.retransmission {
             notes.push("retransmission".into());
         }
+        match s.kind {
+            SegmentKind::WindowProbe => notes.push("window probe".into()),
+            SegmentKind::ReadAck => notes.push("ACK on read".into()),
+            SegmentKind::ProbeAnswer => notes.push("probe answer".into()),
+            _ => {}
+        }
+        if c.merged > 1 {
+            notes.push(format!("{} segments merged by offload", c.merged));
+        }
+        if let Some(gap) = gap_ends.get(&(i as u64 + 1)) {
+            notes.push(format!(
+                "gap {:.1} ms: {}{}",
+                (gap.end - gap.start) as f64 / 1e6,
+                gap.label.name(),
+                if gap.observable {
+                    ""
+                } else {
+                    ", not observable"
+                }
+            ));
+        }
         let notes = if notes.is_empty() {
             String::new()
         } else {
@@ -212,9 +235,10 @@ pub fn timeline(result: &RunResult, limit: usize) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>12.6} {from} > {to}: [{flags}] {seq} ack {} len {}{notes}",
+            "{:>12.6} {from} > {to}: [{flags}] {seq} ack {} win {} len {}{notes}",
             c.time as f64 / 1e9,
             s.ack,
+            s.window,
             s.len
         );
     }
@@ -231,6 +255,8 @@ pub struct Truth<'a> {
     pub stalls: &'a [TruthStall],
     pub holds: &'a [TruthHold],
     pub delayed_acks: &'a [TruthDelayedAck],
+    /// The true class of every gap in the capture (with `--pcap` or `--check`).
+    pub gaps: &'a [crate::truth::TruthGap],
 }
 
 pub fn truth(result: &RunResult) -> Truth<'_> {
@@ -239,6 +265,7 @@ pub fn truth(result: &RunResult) -> Truth<'_> {
         stalls: &result.stalls,
         holds: &result.holds,
         delayed_acks: &result.delayed_acks,
+        gaps: &result.gaps,
     }
 }
 

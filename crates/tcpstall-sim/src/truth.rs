@@ -359,7 +359,14 @@ impl TruthInputs<'_> {
             _ => {}
         }
         let Some((reason, held_for)) = s.held else {
-            let (label, also) = self.write_label(write);
+            let queued_in_a_burst = write.is_some_and(|(_, at)| at + self.min_gap / 2 < s.sent);
+            let (label, also) = if queued_in_a_burst {
+                // Written long before, sent with the burst a hold released: what follows
+                // the burst's first segment is path time (serialization, a queue).
+                (Label::NoGap, 0)
+            } else {
+                self.write_label(write)
+            };
             return (label, also, false, Cause::Written { write });
         };
         let trigger = s.released_by.and_then(|id| self.sent(id));
@@ -376,6 +383,13 @@ impl TruthInputs<'_> {
         let window_opened = trigger
             .is_some_and(|t| matches!(t.kind, SegmentKind::ReadAck | SegmentKind::ProbeAnswer));
         let short_hold = held_for < self.min_gap;
+        // Released by a prompt ACK: the data waited for the path (and its queue), not the
+        // application, unless the hold was short and the write itself came late.
+        let (app, app_also) = if short_hold {
+            (app, app_also)
+        } else {
+            (Label::NoGap, 0)
+        };
         let stall = |class: Label, delay: Nanos| -> (Label, u8, bool) {
             let borderline = (delay - self.min_gap).abs() <= BORDERLINE;
             let mut also = app_also;
@@ -432,6 +446,19 @@ impl TruthInputs<'_> {
         (label, also, borderline, cause)
     }
 
+    /// Whether the capture file holds an earlier record of this retransmission's data.
+    fn original_recorded(&self, c: &Captured) -> bool {
+        let s = &c.segment;
+        self.records
+            .kept
+            .iter()
+            .take_while(|k| k.time < c.time)
+            .any(|k| {
+                let o = &k.segment;
+                o.from == s.from && o.len > 0 && o.seq <= s.seq && s.seq < o.seq + u64::from(o.len)
+            })
+    }
+
     /// Labels every gap of the capture file's records.
     pub fn gaps(&self) -> Vec<TruthGap> {
         let made = &self.records.made;
@@ -473,7 +500,7 @@ impl TruthInputs<'_> {
             (Some(b), Some(h)) => made[b + 1..h].iter().any(data_bearing),
             _ => true,
         };
-        let (mut label, mut also, borderline, cause, mut observable) = if missed_inside {
+        let (label, mut also, borderline, cause, mut observable) = if missed_inside {
             // The gap the file shows joins several: the longest of them names it.
             let (b, h) = (before.unwrap_or(0), here.unwrap_or(0));
             let mut longest: Option<(Nanos, &Captured)> = None;
@@ -505,11 +532,14 @@ impl TruthInputs<'_> {
         {
             observable = false;
         }
+        if let Cause::Retransmitted { .. } = cause
+            && !self.original_recorded(c)
+        {
+            // The capture never saw the original: nothing shows it is sent again.
+            observable = false;
+        }
         if !observable {
             also |= Label::Unexplained.bit();
-        }
-        if label == Label::Unexplained {
-            label = Label::Unexplained;
         }
         TruthGap {
             start,
