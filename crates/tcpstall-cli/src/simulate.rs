@@ -472,19 +472,24 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
     out.push_str(&confusion_text(&total.confusion));
     let _ = writeln!(
         out,
-        "\n{:<20} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9} {:>7}",
-        "family", "runs", "gaps", "stalls", "found", "false", "missed", "unobs."
+        "\nper family: stalls in the truth, found, false (of them: where the truth has no stall), missed"
+    );
+    let _ = writeln!(
+        out,
+        "{:<20} {:>6} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7}",
+        "family", "runs", "gaps", "stalls", "found", "false", "on none", "missed", "unobs."
     );
     for (name, runs, a) in &families {
         let _ = writeln!(
             out,
-            "{:<20} {:>6} {:>7} {:>7} {:>7} {:>7} {:>9} {:>7}",
+            "{:<20} {:>6} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7}",
             name,
             runs,
             a.gaps,
             a.true_positives + a.false_negatives,
             a.true_positives,
             a.false_positives,
+            a.stalls_where_none,
             a.false_negatives,
             a.not_observable
         );
@@ -494,21 +499,19 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
             continue;
         }
         let _ = writeln!(out, "\n{name}: a sample of reasons");
-        let mut shown = 0;
-        for cell in cells.iter().filter(|c| c.family == *name) {
-            for miss in &cell.accuracy.misses {
-                if shown >= 4 {
-                    break;
-                }
+        for (wanted, at_most) in [(true, 3), (false, 2)] {
+            let reasons = cells
+                .iter()
+                .filter(|c| c.family == *name)
+                .flat_map(|c| c.accuracy.misses.iter().map(move |m| (c, m)))
+                .filter(|(_, m)| m.starts_with("false") == wanted)
+                .take(at_most);
+            for (cell, reason) in reasons {
                 let _ = writeln!(
                     out,
-                    "  {} -> {} {} RTT {} ms at {} ({}): {miss}",
+                    "  {} -> {} {} RTT {} ms at {} ({}): {reason}",
                     cell.client, cell.server, cell.pattern, cell.rtt_ms, cell.capture, cell.variant
                 );
-                shown += 1;
-            }
-            if shown >= 4 {
-                break;
             }
         }
     }

@@ -39,6 +39,9 @@ pub struct Accuracy {
     /// Gaps the truth names, and those whose evidence the capture lacks.
     pub gaps: usize,
     pub not_observable: usize,
+    /// Stalls reported on gaps whose true class is no stall (the false positives that are
+    /// not a stall of the other class).
+    pub stalls_where_none: usize,
 }
 
 impl Accuracy {
@@ -54,6 +57,7 @@ impl Accuracy {
         }
         self.gaps += other.gaps;
         self.not_observable += other.not_observable;
+        self.stalls_where_none += other.stalls_where_none;
     }
 
     pub fn precision(&self) -> f64 {
@@ -64,8 +68,15 @@ impl Accuracy {
         recall(self.true_positives, self.false_negatives)
     }
 
+    /// Keeps a reason: at most a few false stalls and a few misses per run.
     fn note(&mut self, reason: String) {
-        if self.misses.len() < REASONS_PER_RUN {
+        let false_stall = reason.starts_with("false");
+        let same_kind = self
+            .misses
+            .iter()
+            .filter(|m| m.starts_with("false") == false_stall)
+            .count();
+        if same_kind < REASONS_PER_RUN {
             self.misses.push(reason);
         }
     }
@@ -151,6 +162,7 @@ pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accu
         accuracy.confusion[Label::NoGap.index()][answer.label.index()] += 1;
         if answer.label.is_stall() {
             accuracy.false_positives += 1;
+            accuracy.stalls_where_none += 1;
             accuracy.note(format!(
                 "false {} on the {} at {:.6} s where the truth has no gap ({})",
                 answer.label.name(),
@@ -188,9 +200,15 @@ fn score_gap(accuracy: &mut Accuracy, gap: &TruthGap, found: Label, basis: Optio
         }
         if found.is_stall() {
             accuracy.false_positives += 1;
+            accuracy.note(format!(
+                "wrong stall class {}: {} [{basis}]",
+                found.name(),
+                gap.describe()
+            ));
         }
     } else if found.is_stall() && !gap.accepts(found) {
         accuracy.false_positives += 1;
+        accuracy.stalls_where_none += 1;
         accuracy.note(format!(
             "false {}: {} [{basis}]",
             found.name(),

@@ -259,7 +259,7 @@ impl TruthGap {
                 );
                 match released_by {
                     Some((kind, delay, window)) => {
-                        let _ = write!(out, ", released by a {}", kind_name(kind));
+                        let _ = write!(out, ", released by {}", kind_name(kind));
                         if let Some(d) = delay {
                             let _ = write!(out, " held {:.1} ms", d as f64 / 1e6);
                         }
@@ -280,14 +280,14 @@ impl TruthGap {
 
 fn kind_name(kind: SegmentKind) -> &'static str {
     match kind {
-        SegmentKind::Data => "data segment",
-        SegmentKind::Retransmission { .. } => "retransmission",
-        SegmentKind::WindowProbe => "window probe",
-        SegmentKind::DelayedAck => "timer-delayed ACK",
-        SegmentKind::PromptAck => "prompt ACK",
-        SegmentKind::ReadAck => "ACK sent on a read (window update)",
-        SegmentKind::ProbeAnswer => "probe answer",
-        SegmentKind::Handshake => "handshake segment",
+        SegmentKind::Data => "a data segment",
+        SegmentKind::Retransmission { .. } => "a retransmission",
+        SegmentKind::WindowProbe => "a window probe",
+        SegmentKind::DelayedAck => "a timer-delayed ACK",
+        SegmentKind::PromptAck => "a prompt ACK",
+        SegmentKind::ReadAck => "an ACK sent on a read (window update)",
+        SegmentKind::ProbeAnswer => "a probe answer",
+        SegmentKind::Handshake => "a handshake segment",
     }
 }
 

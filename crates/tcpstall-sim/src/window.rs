@@ -71,8 +71,10 @@ impl ReceiveBuffer {
         } else {
             let current = self.window_now(rcv_nxt);
             let candidate = select_window(rules, self.free(), self.capacity, rcv_mss);
-            // RFC 9293 3.8.6.2.2 / Linux tcp_select_window: never shrink the offered window.
-            candidate.max(current)
+            // RFC 9293 3.8.6.2.2 / Linux tcp_select_window: never shrink the offered window;
+            // the header carries it shifted by the scale (RFC 7323 2.3), rounding down.
+            let window = candidate.max(current);
+            window - window % scale_unit()
         };
         self.advertised = window;
         self.advertised_at = rcv_nxt;
@@ -220,6 +222,9 @@ mod tests {
         buffer.unread = 4096;
         // 4096 bytes arrived: the edge stays where it was, 4096 beyond rcv_nxt.
         assert_eq!(buffer.advertise(WindowRules::Linux, 4097, 1448), 4096);
+        // 4000 more: 96 bytes are left, less than the scale's unit: zero on the wire.
+        buffer.unread = 8096;
+        assert_eq!(buffer.advertise(WindowRules::Linux, 8097, 1448), 0);
     }
 
     #[test]
