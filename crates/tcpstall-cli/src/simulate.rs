@@ -366,6 +366,19 @@ fn profiles_text() -> String {
                     .map_or("none".to_string(), |c| format!("{} ms", c / 1_000_000)),
             ),
             ("autocork", format!("{}", p.autocork)),
+            (
+                "window_rules",
+                match p.window_rules {
+                    tcpstall_sim::window::WindowRules::Linux => {
+                        "Linux: whole segments only, probe0 RTO x 2^n to 120 s"
+                    }
+                    tcpstall_sim::window::WindowRules::Bsd => {
+                        "BSD: half the largest window, persist 5 to 60 s"
+                    }
+                }
+                .to_string(),
+            ),
+            ("ack_on_read", format!("{}", p.ack_on_read)),
         ];
         for (key, value) in rows {
             let source = p

@@ -120,8 +120,9 @@ fn bsd_select_window(free: u64, capacity: u64, rcv_mss: u32) -> u64 {
 
 /// After the application read: is the window it could now offer worth an ACK of its own?
 /// Linux `__tcp_cleanup_rbuf`: when the window left is at most half the buffer and the new
-/// one is at least twice it. BSD tcp_output: when the window grows by two segments or by
-/// half the buffer.
+/// one is at least twice it. FreeBSD tcp_output: when it grows by two segments (and by a
+/// quarter of the buffer, or the window is under an eighth of it, or the buffer is at most
+/// eight segments), or by half the buffer; never when the scaled field would not change.
 pub fn read_opens_window(
     rules: WindowRules,
     buffer: &ReceiveBuffer,
@@ -137,7 +138,12 @@ pub fn read_opens_window(
         WindowRules::Linux => 2 * now <= buffer.capacity && new > 0 && new >= 2 * now,
         WindowRules::Bsd => {
             let growth = new.saturating_sub(now);
-            growth >= 2 * u64::from(rcv_mss) || 2 * growth >= buffer.capacity
+            let mss = u64::from(rcv_mss);
+            let capacity = buffer.capacity;
+            let field_changes = now >> WINDOW_SCALE < new >> WINDOW_SCALE;
+            let two_segments = growth >= 2 * mss
+                && (growth >= capacity / 4 || new <= capacity / 8 || capacity <= 8 * mss);
+            field_changes && (two_segments || 2 * growth >= capacity)
         }
     }
 }
