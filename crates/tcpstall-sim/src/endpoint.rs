@@ -164,6 +164,8 @@ pub struct Endpoint {
     rto: Nanos,
     rtt_probe: Option<(u64, Nanos)>,
     dupacks: u32,
+    /// Loss recovery runs until this is acknowledged (RFC 6582 "recover").
+    recover: Option<u64>,
     hold: Option<(HoldReason, Nanos)>,
     cork_deadline: Option<Nanos>,
     /// When this side's last data segment has left the host (set by the link).
@@ -226,6 +228,7 @@ impl Endpoint {
             rto: 1000 * NANOS_PER_MILLI,
             rtt_probe: None,
             dupacks: 0,
+            recover: None,
             hold: None,
             cork_deadline: None,
             data_in_host_until: 0,
@@ -523,7 +526,8 @@ impl Endpoint {
             self.note_data_sent(now);
             sent_data_now = true;
             out.segments.push(segment);
-            if out.rto_at.is_none() {
+            // RFC 6298 5.1: data sent with the timer stopped (or being stopped) starts it.
+            if out.rto_at.is_none_or(|at| at == Nanos::MAX) {
                 out.rto_at = Some(now + self.rto);
             }
         }
@@ -648,6 +652,7 @@ impl Endpoint {
         self.cwnd = u64::from(self.send_mss);
         self.rto = (self.rto * 2).min(MAX_RTO);
         self.rtt_probe = None;
+        self.recover = Some(self.snd_nxt);
         self.retransmit_head(now, true, out);
         out.rto_at = Some(now + self.rto);
     }
@@ -701,6 +706,7 @@ impl Endpoint {
             } else {
                 Nanos::MAX
             });
+            self.partial_ack(now, out);
         } else if segment.ack == self.snd_una
             && window_unchanged
             && segment.len == 0
@@ -712,10 +718,20 @@ impl Endpoint {
                 self.ssthresh =
                     ((self.snd_nxt - self.snd_una) / 2).max(2 * u64::from(self.send_mss));
                 self.cwnd = self.ssthresh;
+                self.recover = Some(self.snd_nxt);
                 self.retransmit_head(now, false, out);
             }
         }
         self.try_send(now, Some(segment), out);
+    }
+
+    /// NewReno (RFC 6582 3.2): during loss recovery, an ACK that covers only part of what
+    /// was outstanding means the next segment was lost too: resend it at once.
+    fn partial_ack(&mut self, now: Nanos, out: &mut Output) {
+        match self.recover {
+            Some(recover) if self.snd_una < recover => self.retransmit_head(now, false, out),
+            _ => self.recover = None,
+        }
     }
 
     /// RFC 9293 3.10.7.4: the window a segment offers starts at its ACK; the link keeps

@@ -346,9 +346,12 @@ impl TruthInputs<'_> {
         let write = self.write_of(c);
         match s.kind {
             SegmentKind::Retransmission { by_timer } => {
+                // A fast or partial-ACK retransmission left as its ACK arrived: the gap
+                // before it is also path time.
+                let also = if by_timer { 0 } else { Label::NoGap.bit() };
                 return (
                     Label::RetransmissionTimeout,
-                    0,
+                    also,
                     false,
                     Cause::Retransmitted { by_timer },
                 );
