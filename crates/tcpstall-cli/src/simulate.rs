@@ -565,3 +565,20 @@ pub fn print(text: &str) -> Fallible<()> {
         Err(e) => Err(format!("writing the report: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_confusion_table_has_a_row_per_true_label_and_a_column_per_answer() {
+        let mut confusion = [[0u64; 7]; 7];
+        confusion[Label::NoGap.index()][Label::NagleDelayedAck.index()] = 42;
+        let text = confusion_text(&confusion);
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 8, "{text}");
+        assert!(rows[0].contains("no gap"));
+        let no_gap: Vec<&str> = rows[7].split_whitespace().collect();
+        assert_eq!(no_gap, ["no-gap", "42", "0", "0", "0", "0", "0", "0"]);
+    }
+}

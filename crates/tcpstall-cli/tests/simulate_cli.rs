@@ -155,3 +155,53 @@ fn scenario_file_and_bad_input() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A shipped look-alike scenario: the timeline names each gap's true class and the
+/// window updates; the truth file lists every gap with its class and observability.
+#[test]
+fn lookalike_scenario_timeline_and_truth_of_every_gap() {
+    let scenario = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/lookalike-periodic-nodelay.toml"
+    );
+    let out = tcpstall(&["simulate", scenario, "--timeline", "--check"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("scenario:     periodic x30"), "{text}");
+    assert!(text.contains("gap 50.0 ms: app-think-time"), "{text}");
+    assert!(text.contains("[ACK on read]"), "{text}");
+    assert!(
+        text.contains("check:        analyzer on this capture:"),
+        "{text}"
+    );
+
+    let dir = temp("lookalike");
+    let truth = dir.join("truth.json");
+    let pcap = dir.join("capture.pcap");
+    let slow_reader = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/lookalike-slow-reader.toml"
+    );
+    let out = tcpstall(&[
+        "simulate",
+        slow_reader,
+        "--truth",
+        truth.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let truth: Value = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
+    let gaps = truth["gaps"].as_array().unwrap();
+    assert!(!gaps.is_empty());
+    assert!(gaps.iter().all(|g| g["observable"] == true));
+    assert!(
+        gaps.iter().any(|g| g["label"] == "receiver-window"),
+        "{gaps:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
