@@ -653,11 +653,18 @@ impl Endpoint {
         self.rto = (self.rto * 2).min(MAX_RTO);
         self.rtt_probe = None;
         self.recover = Some(self.snd_nxt);
-        self.retransmit_head(now, true, out);
+        self.retransmit_head(now, true, None, out);
         out.rto_at = Some(now + self.rto);
     }
 
-    fn retransmit_head(&mut self, now: Nanos, by_timer: bool, out: &mut Output) {
+    /// Resends the first unacknowledged segment; `trigger` is the ACK that called for it.
+    fn retransmit_head(
+        &mut self,
+        now: Nanos,
+        by_timer: bool,
+        trigger: Option<&WireSegment>,
+        out: &mut Output,
+    ) {
         let data_end = self.snd_nxt.min(self.written);
         if self.snd_una >= data_end {
             return;
@@ -670,6 +677,7 @@ impl Endpoint {
             SegmentKind::Retransmission { by_timer },
         );
         segment.retransmission = true;
+        segment.released_by = trigger.map(|t| t.id);
         segment.psh = true;
         self.clear_delayed_ack();
         out.segments.push(segment);
@@ -706,7 +714,7 @@ impl Endpoint {
             } else {
                 Nanos::MAX
             });
-            self.partial_ack(now, out);
+            self.partial_ack(now, segment, out);
         } else if segment.ack == self.snd_una
             && window_unchanged
             && segment.len == 0
@@ -719,7 +727,7 @@ impl Endpoint {
                     ((self.snd_nxt - self.snd_una) / 2).max(2 * u64::from(self.send_mss));
                 self.cwnd = self.ssthresh;
                 self.recover = Some(self.snd_nxt);
-                self.retransmit_head(now, false, out);
+                self.retransmit_head(now, false, Some(segment), out);
             }
         }
         self.try_send(now, Some(segment), out);
@@ -727,9 +735,11 @@ impl Endpoint {
 
     /// NewReno (RFC 6582 3.2): during loss recovery, an ACK that covers only part of what
     /// was outstanding means the next segment was lost too: resend it at once.
-    fn partial_ack(&mut self, now: Nanos, out: &mut Output) {
+    fn partial_ack(&mut self, now: Nanos, ack: &WireSegment, out: &mut Output) {
         match self.recover {
-            Some(recover) if self.snd_una < recover => self.retransmit_head(now, false, out),
+            Some(recover) if self.snd_una < recover => {
+                self.retransmit_head(now, false, Some(ack), out)
+            }
             _ => self.recover = None,
         }
     }

@@ -347,8 +347,17 @@ impl TruthInputs<'_> {
         match s.kind {
             SegmentKind::Retransmission { by_timer } => {
                 // A fast or partial-ACK retransmission left as its ACK arrived: the gap
-                // before it is also path time.
-                let also = if by_timer { 0 } else { Label::NoGap.bit() };
+                // before it is also path time, or the delay of that ACK's timer.
+                let timer_delay = s
+                    .released_by
+                    .and_then(|id| self.sent(id))
+                    .filter(|t| t.kind == SegmentKind::DelayedAck)
+                    .and_then(|t| t.ack_delay);
+                let also = match timer_delay {
+                    _ if by_timer => 0,
+                    Some(delay) if delay >= self.min_gap => Label::DelayedAck.bit(),
+                    _ => Label::NoGap.bit(),
+                };
                 return (
                     Label::RetransmissionTimeout,
                     also,
