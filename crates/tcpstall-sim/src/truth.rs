@@ -355,7 +355,11 @@ impl TruthInputs<'_> {
                     .and_then(|t| t.ack_delay);
                 let also = match timer_delay {
                     _ if by_timer => 0,
-                    Some(delay) if delay >= self.min_gap => Label::DelayedAck.bit(),
+                    // Held by loss recovery, not by Nagle or a window: either stall
+                    // class names the timer that held the releasing ACK.
+                    Some(delay) if delay >= self.min_gap => {
+                        Label::DelayedAck.bit() | Label::NagleDelayedAck.bit()
+                    }
                     _ => Label::NoGap.bit(),
                 };
                 return (
