@@ -31,11 +31,12 @@ pub enum Link {
     ReleasedAFullSegment,
     SenderNotUsingNagle,
     SmallSegmentStillUnacknowledged,
+    AckDelayShorterThanTimers,
     NagleCouldHold,
 }
 
 impl Link {
-    pub const ALL: [Link; 25] = [
+    pub const ALL: [Link; 26] = [
         Link::Retransmission,
         Link::TsecrEchoesAck,
         Link::TsecrPredatesAck,
@@ -60,6 +61,7 @@ impl Link {
         Link::ReleasedAFullSegment,
         Link::SenderNotUsingNagle,
         Link::SmallSegmentStillUnacknowledged,
+        Link::AckDelayShorterThanTimers,
         Link::NagleCouldHold,
     ];
 
@@ -89,6 +91,7 @@ impl Link {
             Link::ReleasedAFullSegment => "released-a-full-segment",
             Link::SenderNotUsingNagle => "sender-not-using-nagle",
             Link::SmallSegmentStillUnacknowledged => "small-segment-still-unacknowledged",
+            Link::AckDelayShorterThanTimers => "ack-delay-shorter-than-timers",
             Link::NagleCouldHold => "nagle-could-hold",
         }
     }

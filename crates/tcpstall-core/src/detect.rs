@@ -249,10 +249,21 @@ pub struct GapContext {
     pub segment_bytes: u32,
     pub segment_is_retransmission: bool,
     pub segment_tsecr: Option<u32>,
+    pub segment_tsval: Option<u32>,
+    /// The TSval of the sender's previous data segment, and its timestamp clock's rate
+    /// (ticks a second): the sender's own account of when it sent what.
+    pub sender_previous_tsval: Option<u32>,
+    pub sender_tsval_hz: Option<f64>,
+    /// The sender's first TSval, and the least (capture time - TSval in ms) over its
+    /// segments: how fast the path alone brings its segments, by a 1 ms clock.
+    pub sender_least_transit: Option<(u32, Nanos)>,
     /// The data before the gap came from the sender itself (it was simply slow to go on).
     pub data_before_from_sender: bool,
     /// When the sender's previous data segment was captured.
     pub sender_previous_data: Option<Nanos>,
+    /// The same, when that segment ended a message (smaller than the full size): the
+    /// sender's rhythm is read from the time between its messages.
+    pub sender_previous_message: Option<Nanos>,
     /// When the sender's own ACK of the data before the gap was captured, if it sent
     /// one inside the gap: the data had reached it by then.
     pub sender_acked_peer_at: Option<Nanos>,
@@ -270,6 +281,8 @@ pub struct GapContext {
     /// The other side acknowledged the previous full segment of the same flight alone,
     /// sooner than any timer: it acknowledges every segment.
     pub peer_acks_every_segment: bool,
+    /// The other side's least round trip for a large data segment (1 KB and more).
+    pub peer_large_data_rtt: Option<Nanos>,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
     /// The other side advertised a zero window during the gap.
@@ -284,8 +297,8 @@ pub struct GapContext {
     pub burst_ends_with_small: bool,
     /// The sender was seen not applying Nagle by the time the gap ended.
     pub sender_nagle_off: bool,
-    /// The sender's data follows its own clock rather than the ACKs.
-    pub sender_on_own_clock: bool,
+    /// The sender's rhythm: a clock of its own, or steady.
+    pub sender_clock: evidence::SenderClock,
 }
 
 /// The other side's last segment inside a gap.
@@ -309,6 +322,8 @@ pub struct PeerSegment {
     /// When the newest sender data it acknowledged was seen, and whether that was small.
     pub acked_data_time: Option<Nanos>,
     pub acked_data_small: bool,
+    /// The size of that newest segment.
+    pub acked_data_len: u32,
     /// The acknowledged data was the first segment of the sender's message.
     pub acked_data_began_message: bool,
     pub tsval: Option<u32>,
@@ -427,7 +442,10 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
         // from one that went on by itself.
         return Some(event);
     }
-    if ctx.sender_on_own_clock {
+    let late = matches!(release, Release::Late { .. });
+    if ctx.sender_clock == evidence::SenderClock::FollowsOwn
+        || (late && ctx.sender_clock == evidence::SenderClock::Steady)
+    {
         basis.push(Link::SenderOnOwnClock);
         event.ack_delay = None;
         return app_think_time(ctx, config, event);
@@ -457,6 +475,16 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
             event.ack_delay = None;
             event.evidence.confidence = Confidence::None;
             return app_think_time(ctx, config, event);
+        }
+        Err(why) if delay < evidence::SHORTEST_TIMER => {
+            // Not Nagle, and an ACK later by less than any per-connection timer: a
+            // tick-driven stack's delayed ACK, or a queue on the path; the capture cannot
+            // tell which.
+            basis.push(why);
+            basis.push(Link::AckDelayShorterThanTimers);
+            event.holder = None;
+            event.delayer = None;
+            event.evidence.confidence = Confidence::None;
         }
         Err(why) => {
             basis.push(why);

@@ -96,6 +96,7 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     }
     let on_time = on_time_limit(ctx, config);
     let proven = echo == Echo::EchoesAck;
+    let reaction = reaction - path_delay_of_data(ctx);
     if reaction <= on_time {
         if proven {
             Release::Proven
@@ -119,6 +120,34 @@ fn on_time_limit(ctx: &GapContext, config: &DetectConfig) -> Nanos {
 /// How much later than on time the data left after `ack` (0 when on time).
 pub fn lateness(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> Nanos {
     (ctx.gap_end - ack.time - on_time_limit(ctx, config)).max(0)
+}
+
+/// How much longer the data took from its sender to the capture point than the path
+/// alone takes, by the sender's own timestamp clock: its TSval says when it left, the
+/// capture when it arrived. A segment queued behind others, or slowed by a narrow link,
+/// arrives late although it left on time. With a 1 ms clock (most stacks) the fastest
+/// of the sender's segments is the reference; otherwise its previous data segment is.
+/// (A tick of the clock is within the slack of an on-time release.)
+fn path_delay_of_data(ctx: &GapContext) -> Nanos {
+    let (Some(hz), Some(now)) = (ctx.sender_tsval_hz, ctx.segment_tsval) else {
+        return 0;
+    };
+    let millisecond_clock = (950.0..1050.0).contains(&hz);
+    if millisecond_clock && let Some((first, least)) = ctx.sender_least_transit {
+        let transit = ctx.gap_end - i64::from(now.wrapping_sub(first) as i32) * NANOS_PER_MILLI;
+        return (transit - least).max(0);
+    }
+    let (Some(before), Some(before_time)) = (ctx.sender_previous_tsval, ctx.sender_previous_data)
+    else {
+        return 0;
+    };
+    let ticks = now.wrapping_sub(before);
+    if ticks >= 1 << 31 {
+        return 0;
+    }
+    let sent_apart = (f64::from(ticks) * 1e9 / hz) as Nanos;
+    let arrived_apart = ctx.gap_end - before_time;
+    (arrived_apart - sent_apart).max(0)
 }
 
 /// Link 2: the receiver's window, not an ACK timer, kept the sender quiet. It was zero
@@ -179,7 +208,16 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     let peer = 1 - ctx.sender;
     let sample = ack.time - data_seen;
     let path = ctx.path_rtt[peer];
-    let reference = ctx.prompt_round_trip.map_or(path, |r| r.max(path));
+    // A large segment's round trip is judged against the least one seen for large data,
+    // where that is no timer's (a narrow link serializes it).
+    let large = ctx
+        .peer_large_data_rtt
+        .filter(|large| ack.acked_data_len >= 1024 && large - path < SHORTEST_TIMER)
+        .unwrap_or(path);
+    let reference = ctx
+        .prompt_round_trip
+        .map_or(path, |r| r.max(path))
+        .max(large);
     // The peer's previous segment did not acknowledge this data, so the data reached the
     // peer after that segment left: the peer held it no longer than the time between.
     let since_previous = ack.previous_time.map_or(Nanos::MAX, |p| ack.time - p);
@@ -192,6 +230,7 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     if covers_two_full_segments && delay < SHORTEST_TIMER {
         return AckTiming::Prompt("ack-covers-two-full-segments");
     }
+    // The path's own variation is no timer: the delay must stand out from it.
     if delay < config.min_gap {
         return if since_previous < sample - reference {
             AckTiming::Prompt("ack-soon-after-previous-ack")
@@ -201,7 +240,7 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
             AckTiming::Prompt("ack-within-round-trip")
         };
     }
-    if sample - path >= MAX_DELAYED_ACK {
+    if delay >= MAX_DELAYED_ACK {
         return AckTiming::BeyondTimers { delay };
     }
     AckTiming::Held { delay }
@@ -227,20 +266,48 @@ pub fn nagle_could_hold(ctx: &GapContext, ack: &PeerSegment) -> Result<(), Link>
     Ok(())
 }
 
-/// A sender on its own clock: over its gaps that ended just after a peer's ACK, the time
-/// since its previous data varies far less than the time since the ACK. Its data follows
-/// the clock, not the ACKs (a meter sending a reading every 20 ms).
-pub fn follows_own_clock(intervals: &mut [Nanos], reactions: &mut [Nanos]) -> bool {
+/// What a sender's rhythm says, over its gaps that ended after an ACK of its peer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SenderClock {
+    /// Too few gaps, or no rhythm.
+    #[default]
+    Unknown,
+    /// The time since its previous data hardly varies: a clock, or ACKs and data that
+    /// are both steady. A release later than the round trip is then the clock's.
+    Steady,
+    /// Steady where the time since the ACKs wanders: its data follows its own clock,
+    /// not the ACKs (a meter sending a reading every 20 ms).
+    FollowsOwn,
+}
+
+/// Reads a sender's rhythm from the time since its previous data (`intervals`) and the
+/// time since the peer's ACK (`reactions`) at the end of each of its gaps.
+pub fn sender_clock(intervals: &mut [Nanos], reactions: &mut [Nanos]) -> SenderClock {
     const MIN_SAMPLES: usize = 6;
     if intervals.len() < MIN_SAMPLES || intervals.len() != reactions.len() {
-        return false;
+        return SenderClock::Unknown;
     }
     let interval_spread = median_absolute_deviation(intervals);
-    let reaction_spread = median_absolute_deviation(reactions);
+    let reaction_spread = median_absolute_deviation(reactions).max(quartile_range(reactions) / 2);
     // The ACKs must wander for the comparison to say anything: where both are steady,
-    // data that follows each ACK is what a held sender shows.
-    let acks_wander = reaction_spread >= NANOS_PER_MILLI / 2;
-    acks_wander && interval_spread <= NANOS_PER_MILLI && interval_spread * 4 <= reaction_spread
+    // data that follows each ACK is what a held sender shows. (The range between the
+    // quartiles catches ACKs that changed their timing part way, which the median
+    // deviation alone would not.)
+    let acks_wander = reaction_spread >= 2 * NANOS_PER_MILLI;
+    if acks_wander && interval_spread <= NANOS_PER_MILLI && interval_spread * 4 <= reaction_spread {
+        SenderClock::FollowsOwn
+    } else if interval_spread <= NANOS_PER_MILLI / 10 {
+        SenderClock::Steady
+    } else {
+        SenderClock::Unknown
+    }
+}
+
+/// The spread between the first and the third quartile.
+fn quartile_range(values: &mut [Nanos]) -> Nanos {
+    values.sort_unstable();
+    let n = values.len();
+    values[n * 3 / 4] - values[n / 4]
 }
 
 fn median_absolute_deviation(values: &mut [Nanos]) -> Nanos {
@@ -260,8 +327,11 @@ mod tests {
     #[test]
     fn a_clock_is_tight_where_the_acks_wander() {
         let mut intervals: Vec<Nanos> = (0..8).map(|i| 20 * MS + i * 10_000).collect();
-        let mut reactions: Vec<Nanos> = (0..8).map(|i| 2 * MS + i * 400_000).collect();
-        assert!(follows_own_clock(&mut intervals, &mut reactions));
+        let mut reactions: Vec<Nanos> = (0..8).map(|i| 2 * MS + i * MS).collect();
+        assert_eq!(
+            sender_clock(&mut intervals, &mut reactions),
+            SenderClock::FollowsOwn
+        );
     }
 
     #[test]
@@ -269,20 +339,29 @@ mod tests {
         // A Linux 40 ms timer on 4 ms jiffies, the data leaving 50 us after each ACK.
         let mut intervals: Vec<Nanos> = (0..8).map(|i| 40 * MS + (i % 4) * MS).collect();
         let mut reactions: Vec<Nanos> = (0..8).map(|i| 50_000 + i * 1_000).collect();
-        assert!(!follows_own_clock(&mut intervals, &mut reactions));
+        assert_ne!(
+            sender_clock(&mut intervals, &mut reactions),
+            SenderClock::FollowsOwn
+        );
     }
 
     #[test]
     fn steady_acks_and_steady_data_are_no_clock() {
         let mut intervals = vec![44 * MS; 8];
         let mut reactions = vec![50_000; 8];
-        assert!(!follows_own_clock(&mut intervals, &mut reactions));
+        assert_ne!(
+            sender_clock(&mut intervals, &mut reactions),
+            SenderClock::FollowsOwn
+        );
     }
 
     #[test]
     fn few_samples_decide_nothing() {
         let mut intervals = vec![20 * MS; 3];
         let mut reactions = vec![MS, 5 * MS, 9 * MS];
-        assert!(!follows_own_clock(&mut intervals, &mut reactions));
+        assert_ne!(
+            sender_clock(&mut intervals, &mut reactions),
+            SenderClock::FollowsOwn
+        );
     }
 }

@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use crate::basis::Link;
 use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
-use crate::evidence::{SHORTEST_TIMER, follows_own_clock};
+use crate::evidence::{SHORTEST_TIMER, SenderClock, sender_clock};
 use crate::segment::{Nanos, Segment};
 use crate::sender::{SenderEvidence, SentData};
 
@@ -34,6 +34,10 @@ const SEQ_ORIGIN: u64 = 1 << 32;
 /// Data segments captured this close together were sent in one flight: a prompt ACK for
 /// one of them measures the path (and its queue) the others met too.
 const SAME_FLIGHT: Nanos = 2_000_000;
+
+/// From this size a segment's round trip is read apart from a bare segment's: on a narrow
+/// link it takes the segment's own serialization longer.
+const LARGE_SEGMENT: u32 = 1024;
 
 /// A prompt ACK for data sent this shortly before (Linux's shortest delayed-ACK timer,
 /// TCP_DELACK_MIN) measures the queue the next data met.
@@ -83,6 +87,15 @@ pub struct Direction {
     window: Option<u64>,
     last_raw: Option<(u32, u32, u8, u32, u16)>,
     last_tsval: Option<u32>,
+    /// The first TSval this side sent and when, and when its newest was seen: the rate
+    /// of its timestamp clock.
+    tsval_first: Option<(Nanos, u32)>,
+    last_tsval_time: Nanos,
+    /// The TSval of its last data segment.
+    last_data_tsval: Option<u32>,
+    /// The least time any of its segments took to reach the capture point, by a
+    /// 1 ms timestamp clock (the common one), less an unknown constant: the path alone.
+    least_transit_ms_clock: Option<Nanos>,
     pub mss_option: Option<u16>,
 
     /// The last segment this side sent, as seen by a gap in the other side's data.
@@ -112,6 +125,9 @@ pub struct Direction {
     /// This side's two latest pure ACKs that each acknowledged exactly one full segment:
     /// the packet, when that segment was seen, and when the ACK was.
     single_segment_acks: [Option<(u64, Nanos, Nanos)>; 2],
+    /// The least round trip of its pure ACKs for large data segments: a narrow link
+    /// takes longer to carry those than the handshake's.
+    large_data_rtt: Option<Nanos>,
     /// Since when the window this side advertises has been zero.
     zero_window_since: Option<(Nanos, u64)>,
     /// Urgent mode lasts until the data up to here is acknowledged.
@@ -135,6 +151,7 @@ struct LastSegment {
     window_before: u64,
     window_after: u64,
     newly_acked: u32,
+    acked_data_len: u32,
     tsval: u32,
     flags: u8,
 }
@@ -160,6 +177,7 @@ impl LastSegment {
             snd_una_before: segment.snd_una_before,
             outstanding_before: segment.outstanding_before,
             newly_acked: segment.newly_acked.min(u64::from(u32::MAX)) as u32,
+            acked_data_len: segment.acked_data_len,
             acked_data_time: segment.acked_data_time.unwrap_or(Self::NO_TIME),
             window_before: segment.window_before.unwrap_or(Self::NO_WINDOW),
             window_after: segment.window_after.unwrap_or(Self::NO_WINDOW),
@@ -194,6 +212,7 @@ impl LastSegment {
             snd_una_before: self.snd_una_before,
             outstanding_before: self.outstanding_before,
             newly_acked: u64::from(self.newly_acked),
+            acked_data_len: self.acked_data_len,
             outstanding_small_segment: has(Self::OUTSTANDING_SMALL),
             small_outstanding_after: has(Self::SMALL_AFTER),
             acked_data_time: (self.acked_data_time != Self::NO_TIME)
@@ -258,8 +277,18 @@ impl Direction {
             return false;
         };
         latest == ack.packet
-            && (data_time - previous_data).abs() <= SAME_FLIGHT
+            && (data_time - previous_data).abs() < SHORTEST_TIMER
             && ack.time - previous_time < SHORTEST_TIMER
+    }
+
+    /// Ticks a second of this side's timestamp clock (RFC 7323 asks for 1 ms to 1 s a
+    /// tick), read off its TSvals over at least a fifth of a second and twenty ticks.
+    fn tsval_rate(&self) -> Option<f64> {
+        let (first_time, first) = self.tsval_first?;
+        let ticks = self.last_tsval?.wrapping_sub(first);
+        let span = self.last_tsval_time - first_time;
+        (span >= 200_000_000 && (20..1 << 31).contains(&ticks))
+            .then(|| f64::from(ticks) / crate::segment::secs(span))
     }
 
     fn record_rtt_sample(&mut self, sample: Nanos, bare: bool) {
@@ -284,7 +313,8 @@ pub struct Connection {
     pub syn_sender: Option<usize>,
     pub reset: bool,
     /// The gap whose released data may continue in the next segments.
-    open_release: Option<(usize, usize, Nanos)>,
+    /// (gap index, sender, release time, the release's ACK field).
+    open_release: Option<(usize, usize, Nanos, u32)>,
     pub dirs: [Direction; 2],
     /// The last data-bearing segment: time, side, packet number.
     last_data: Option<(Nanos, usize, u64)>,
@@ -505,8 +535,18 @@ impl Connection {
             (Some(_), None) => true,
             _ => false,
         };
+        if let (Some(val), Some((_, first))) = (tsval, self.dirs[x].tsval_first) {
+            let transit = t - i64::from(val.wrapping_sub(first) as i32) * 1_000_000;
+            let least = &mut self.dirs[x].least_transit_ms_clock;
+            *least = Some(least.map_or(transit, |l| l.min(transit)));
+        }
         if tsval_is_new {
-            self.dirs[x].last_tsval = tsval;
+            let dir = &mut self.dirs[x];
+            dir.last_tsval = tsval;
+            dir.last_tsval_time = t;
+            if dir.tsval_first.is_none() {
+                dir.tsval_first = tsval.map(|val| (t, val));
+            }
         }
         // This side's previous segment: its own ACK of the other side's data, if the gap
         // this segment may end had one.
@@ -528,13 +568,14 @@ impl Connection {
             small_outstanding_after: acked.small_after,
             acked_data_time: acked.newest_time,
             acked_data_small: acked.newest_small,
+            acked_data_len: acked.newest_len,
             acked_data_began_message: acked.newest_began_message,
             tsval,
             tsval_is_new,
             window_before,
             window_after: self.dirs[x].window,
         });
-        if let Some((_, sender, _)) = self.open_release
+        if let Some((_, sender, _, _)) = self.open_release
             && sender == y
         {
             self.open_release = None;
@@ -613,6 +654,7 @@ impl Connection {
             peer.small_in_flight -= u32::from(done.small);
             outcome.newest_time = Some(done.time);
             outcome.newest_small = done.small;
+            outcome.newest_len = done.len;
             outcome.newest_began_message = done.began_message;
             // Karn's rule: no round-trip sample from retransmitted data.
             rtt_sample = if done.retransmitted {
@@ -640,12 +682,19 @@ impl Connection {
             {
                 // A pure ACK: a reply carrying the ACK measures the application too.
                 outcome.round_trip = Some(sample);
+                // Any later ACK for the same flight measures the path its data met,
+                // serialization and queue included.
+                self.note_prompt_ack(y, data_time, sample);
                 // Sooner than any per-connection delayed-ACK timer beyond the path (its
                 // queue as the last such ACK measured it, or its minimum): the path's
                 // own round trip, queue included.
                 let queue_reference = self.dirs[x].ack_samples[0]
                     .filter(|(_, previous_data, _)| data_time - previous_data <= PREVIOUS_FLIGHT)
                     .map_or(self.path_rtt(x), |(_, _, round_trip)| round_trip);
+                if outcome.newest_len >= LARGE_SEGMENT {
+                    let large = &mut self.dirs[x].large_data_rtt;
+                    *large = Some(large.map_or(sample, |l| l.min(sample)));
+                }
                 if sample - queue_reference < SHORTEST_TIMER {
                     let samples = &mut self.dirs[x].ack_samples;
                     samples[1] = samples[0];
@@ -668,13 +717,12 @@ impl Connection {
         let full_size = u64::from(self.dirs[y].full_size);
         if acked.newly_acked * 2 > full_size * 3 {
             self.dirs[x].prompt_ack = Some((packet, data_time, round_trip));
-            self.note_prompt_ack(y, data_time, round_trip);
         }
     }
 
-    /// A prompt ACK for data `sender` sent at `data_time` measured `round_trip`: gaps
-    /// waiting to be classified whose releasing ACK covered data of the same flight met
-    /// the same path.
+    /// A later ACK for data `sender` sent at `data_time` measured `round_trip`: gaps
+    /// waiting to be classified whose releasing ACK covered earlier data of the same
+    /// flight met the same path (a FIFO queue serves that data first).
     fn note_prompt_ack(&mut self, sender: usize, data_time: Nanos, round_trip: Nanos) {
         for gap in &mut self.gaps {
             let ctx = &mut gap.context;
@@ -742,12 +790,18 @@ impl Connection {
                 segment_tsecr: segment.options.timestamps.map(|(_, ecr)| ecr),
                 data_before_from_sender: before_side == x,
                 sender_previous_data: self.dirs[x].sender.last_data_time(),
+                sender_previous_message: self.dirs[x].sender.last_message_end(mss),
+                segment_tsval: segment.options.timestamps.map(|(val, _)| val),
+                sender_previous_tsval: self.dirs[x].last_data_tsval,
+                sender_tsval_hz: None,
+                sender_least_transit: None,
                 sender_acked_peer_at,
                 path_rtt: [self.path_rtt(0), self.path_rtt(1)],
                 path_floor: [None, None],
                 clock_granularity: 0,
                 prompt_round_trip,
                 peer_acks_every_segment,
+                peer_large_data_rtt: self.dirs[y].large_data_rtt,
                 last_from_peer,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
@@ -755,7 +809,7 @@ impl Connection {
                 burst_end: seq_end,
                 burst_ends_with_small: false,
                 sender_nagle_off: false,
-                sender_on_own_clock: false,
+                sender_clock: SenderClock::Unknown,
             };
             // Classified when the connection ends, with the round-trip estimates of the
             // whole connection: an early estimate may still include a delayed ACK.
@@ -763,13 +817,16 @@ impl Connection {
                 context: ctx,
                 last_burst_segment: segment.payload_len,
             });
-            self.open_release = Some((self.gaps.len() - 1, x, t));
+            self.open_release = Some((self.gaps.len() - 1, x, t, segment.ack));
             if self.gaps.len() >= MAX_PENDING_GAPS {
                 // A long connection's round trips are settled by now.
                 self.classify_gaps(config);
             }
-        } else if let Some((index, sender, released_at)) = self.open_release
+        } else if let Some((index, sender, released_at, release_ack)) = self.open_release
             && sender == x
+            // The same ACK field: the sender received nothing from its peer in between
+            // (even what the capture may have missed).
+            && segment.ack == release_ack
             && !is_retransmission
             && t - released_at <= config.reaction_slack
         {
@@ -819,7 +876,20 @@ impl Connection {
             payload: segment.payload_len,
             pushed_past_nagle: segment.flags.fin() || urgent_mode,
         };
-        if dir.sender.observe(sent, mss, dir.small_in_flight > 0) {
+        // A TSecr newer than any TSval of the peer the capture saw: the capture missed a
+        // segment of the peer, perhaps the ACK that cleared the small segment in flight.
+        // So does an ACK of peer data the capture never saw.
+        let echoes_unseen = match (segment.options.timestamps, self.dirs[y].last_tsval) {
+            (Some((_, ecr)), Some(seen)) => (ecr.wrapping_sub(seen) as i32) > 0,
+            _ => false,
+        };
+        let peer = &self.dirs[y];
+        let acks_unseen =
+            segment.flags.ack() && peer.started && peer.position(segment.ack) > peer.snd_max;
+        let missed_peer_segment = echoes_unseen || acks_unseen;
+        let dir = &mut self.dirs[x];
+        let small_unacked = dir.small_in_flight > 0 && !missed_peer_segment;
+        if dir.sender.observe(sent, mss, small_unacked) {
             // A smaller segment limit: segments in flight of that size are full-sized.
             let full_size = dir.sender.full_size(mss);
             for f in dir.in_flight.iter_mut().filter(|f| f.small) {
@@ -829,6 +899,7 @@ impl Connection {
         }
         let full_size = dir.sender.full_size(mss);
         dir.full_size = full_size;
+        dir.last_data_tsval = segment.options.timestamps.map(|(val, _)| val);
         if dir.peer_spoke_since_data || dir.data_segments == 0 {
             dir.message_full_segments = 0;
             dir.message_segments = 0;
@@ -865,7 +936,7 @@ impl Connection {
         let path_rtt = [self.path_rtt(0), self.path_rtt(1)];
         let path_floor = [self.dirs[0].bare_path_rtt, self.dirs[1].bare_path_rtt];
         let full_size = [0, 1].map(|side| self.full_size(side));
-        let on_own_clock = [0, 1].map(|side| self.sender_on_own_clock(side));
+        let clock = [0, 1].map(|side| self.sender_clock(side));
         for gap in self.gaps.drain(..) {
             let mut context = gap.context;
             let sender = context.sender;
@@ -875,7 +946,12 @@ impl Connection {
             context.sender_full_size = full_size[sender];
             context.burst_ends_with_small = gap.last_burst_segment < full_size[sender];
             context.sender_nagle_off = self.dirs[sender].sender.nagle_off_by(context.gap_end);
-            context.sender_on_own_clock = on_own_clock[sender];
+            context.sender_clock = clock[sender];
+            context.sender_tsval_hz = self.dirs[sender].tsval_rate();
+            context.sender_least_transit = self.dirs[sender]
+                .tsval_first
+                .zip(self.dirs[sender].least_transit_ms_clock)
+                .map(|((_, first), least)| (first, least));
             if let Some(event) = classify_gap(&context, config) {
                 let class = event.class;
                 if self.listed[class.index()] < class.listing_limit() {
@@ -891,19 +967,22 @@ impl Connection {
 
     /// Whether `side`'s data, over its pending gaps that ended after an ACK of the other
     /// side, follows its own clock rather than those ACKs.
-    fn sender_on_own_clock(&self, side: usize) -> bool {
+    fn sender_clock(&self, side: usize) -> SenderClock {
         let (mut intervals, mut reactions): (Vec<Nanos>, Vec<Nanos>) = self
             .gaps
             .iter()
             .map(|gap| &gap.context)
             .filter(|ctx| ctx.sender == side && !ctx.segment_is_retransmission)
             .filter_map(|ctx| {
-                let previous = ctx.sender_previous_data?;
+                let previous = ctx.sender_previous_message?;
                 let ack = ctx.last_from_peer.as_ref().filter(|a| a.time > previous)?;
                 Some((ctx.gap_end - previous, ctx.gap_end - ack.time))
             })
             .unzip();
-        follows_own_clock(&mut intervals, &mut reactions)
+        if std::env::var_os("TCPSTALL_DEBUG").is_some() && !intervals.is_empty() {
+            eprintln!("DEBUG clock side {side} intervals {intervals:?} reactions {reactions:?}");
+        }
+        sender_clock(&mut intervals, &mut reactions)
     }
 
     /// A window still closed when the connection ends: the sender it holds never got to
@@ -1046,6 +1125,7 @@ struct AckOutcome {
     newly_acked: u64,
     outstanding_small: bool,
     small_after: bool,
+    newest_len: u32,
     /// The round trip it measured (none for retransmitted data, Karn's rule).
     round_trip: Option<Nanos>,
     newest_time: Option<Nanos>,
@@ -1371,6 +1451,7 @@ mod tests {
             outstanding_small_segment: true,
             acked_data_time: Some(0),
             acked_data_small: true,
+            acked_data_len: 1448,
             acked_data_began_message: true,
             tsval: Some(0),
             tsval_is_new: true,
@@ -1389,6 +1470,7 @@ mod tests {
             outstanding_small_segment: false,
             acked_data_time: None,
             acked_data_small: false,
+            acked_data_len: 0,
             acked_data_began_message: false,
             tsval: None,
             tsval_is_new: false,

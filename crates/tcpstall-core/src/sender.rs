@@ -17,9 +17,10 @@ const SAME_BURST: Nanos = 1_000_000;
 /// Per direction: the evidence about its sender's rules.
 #[derive(Clone, Debug, Default)]
 pub struct SenderEvidence {
-    /// When this side was first seen sending a sub-MSS segment while an earlier sub-MSS
-    /// segment of its own was unacknowledged: Nagle (RFC 896) and Minshall's variant both
-    /// forbid that, so from then on this side is not applying Nagle.
+    /// When this side was seen, for the second time, sending a sub-MSS segment while an
+    /// earlier sub-MSS segment of its own was unacknowledged: Nagle (RFC 896) and
+    /// Minshall's variant both forbid that, so from then on this side is not applying
+    /// Nagle. (Once may be a capture that missed the ACK in between.)
     pub nagle_off_since: Option<Nanos>,
     /// How many times it did so, and the packet of the first time.
     pub nagle_violations: u32,
@@ -58,6 +59,14 @@ impl SenderEvidence {
         self.last_data.map(|(time, _, _)| time)
     }
 
+    /// When its last data segment was captured, if that one ended a message: smaller
+    /// than the full size, so the sender had nothing more to send then.
+    pub fn last_message_end(&self, mss: u32) -> Option<Nanos> {
+        self.last_data
+            .filter(|(_, _, payload)| *payload < self.full_size(mss))
+            .map(|(time, _, _)| time)
+    }
+
     /// Learns from a new (not retransmitted) data segment. `small_unacked` says whether a
     /// sub-MSS segment of this side was unacknowledged at the capture point when it was
     /// captured. Returns true when the segment limit changed (smaller segments in flight
@@ -77,16 +86,19 @@ impl SenderEvidence {
         let small = data.payload < self.full_size(mss);
         if small && small_unacked && !data.pushed_past_nagle {
             self.nagle_violations += 1;
-            if self.nagle_off_since.is_none() {
-                self.nagle_off_since = Some(data.time);
-                self.nagle_off_packet = data.packet;
+            match self.nagle_violations {
+                1 => self.nagle_off_packet = data.packet,
+                // Once may be a capture that missed the ACK in between; twice is the
+                // sender's own doing.
+                2 => self.nagle_off_since = Some(data.time),
+                _ => {}
             }
         }
         self.last_data = Some((data.time, data.end, data.payload));
         limit_changed
     }
 
-    /// Whether this side was seen not applying Nagle at or before `time`.
+    /// Whether this side was seen not applying Nagle (twice) at or before `time`.
     pub fn nagle_off_by(&self, time: Nanos) -> bool {
         self.nagle_off_since.is_some_and(|since| since <= time)
     }
@@ -113,8 +125,12 @@ mod tests {
         sender.observe(data(0, 0, 7), 1460, false);
         assert!(!sender.nagle_off_by(10));
         sender.observe(data(5, 7, 67), 1460, true);
-        assert!(sender.nagle_off_by(5));
-        assert!(!sender.nagle_off_by(4));
+        // Once may be a missed ACK.
+        assert!(!sender.nagle_off_by(5));
+        sender.observe(data(20, 74, 7), 1460, false);
+        sender.observe(data(25, 81, 67), 1460, true);
+        assert!(sender.nagle_off_by(25));
+        assert!(!sender.nagle_off_by(24));
     }
 
     #[test]

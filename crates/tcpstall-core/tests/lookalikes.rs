@@ -51,18 +51,24 @@ fn a_sender_seen_without_nagle_is_not_held_by_a_late_ack() {
     assert!(gap.evidence.basis.contains(Link::SenderNotUsingNagle));
 }
 
-/// A meter sending a 54-byte reading every 20 ms, whatever the ACKs do; the receiver's
-/// ACK lands 16 to 17 ms after each, so each reading follows an ACK by about the round
-/// trip. The readings keep time; the ACKs wander.
+/// A meter sending a 54-byte reading every 20 ms, whatever the ACKs do. The receiver
+/// first acknowledges each at once (quick-ack mode), then delays its ACKs 16 to 17 ms, so
+/// each later reading follows an ACK by about the round trip. The readings keep time;
+/// the ACKs change theirs.
 #[test]
 fn a_sender_on_its_own_clock_is_not_held_by_the_acks() {
     let mut wire = Wire::new(10, 20);
     // Captured near the receiver: the meter is 1.5 ms away.
     let start = wire.handshake(0, 3 * MS, 20 * US) + MS;
-    for k in 0..12 {
+    for k in 0..16 {
         let sent = start + k * 20 * MS;
         wire.data(true, sent, 54);
-        wire.ack(false, sent + 16 * MS + (k % 3) * 500 * US);
+        let ack_delay = if k < 6 {
+            50 * US
+        } else {
+            16 * MS + (k % 3) * 500 * US
+        };
+        wire.ack(false, sent + ack_delay);
     }
     let d = wire.only();
     assert_no_stall(&d);

@@ -321,6 +321,7 @@ impl<'a> Simulation<'a> {
             sent: &self.sent,
             writes: &self.writes,
             min_gap: TRUTH_MIN_GAP,
+            bare_transit: TruthInputs::bare_transits(&records),
         }
         .gaps();
         self.result.captured = records.kept;

@@ -297,13 +297,34 @@ pub struct TruthInputs<'a> {
     pub sent: &'a [SentSegment],
     pub writes: &'a [Vec<WriteRecord>; 2],
     pub min_gap: Nanos,
+    /// The least time a pure ACK of each side took from leaving it to the capture point
+    /// (the path alone, nothing queued): [`TruthInputs::bare_transits`].
+    pub bare_transit: [Nanos; 2],
 }
 
 fn data_bearing(c: &Captured) -> bool {
     (c.segment.len > 0 || c.segment.fin) && !c.segment.syn
 }
 
+/// Data that reaches the capture point this much later than a bare segment from the
+/// same sender does arrives too late for the capture to show it was released on time.
+const LATE_RELEASE: Nanos = 2_000_000;
+
 impl TruthInputs<'_> {
+    /// The least time a pure ACK of each side took from leaving it to the capture
+    /// point: the path alone, with nothing queued.
+    pub fn bare_transits(records: &CaptureRecords) -> [Nanos; 2] {
+        [0, 1].map(|side| {
+            records
+                .made
+                .iter()
+                .filter(|r| r.segment.from == side && r.segment.len == 0 && !r.segment.syn)
+                .map(|r| r.time - r.segment.sent)
+                .min()
+                .unwrap_or(0)
+        })
+    }
+
     fn sent(&self, id: u64) -> Option<&SentSegment> {
         self.sent.get(id.checked_sub(1)? as usize)
     }
@@ -434,8 +455,15 @@ impl TruthInputs<'_> {
                 match timer_delay {
                     Some(delay) => stall(class, delay),
                     None if window_opened && !short_hold => {
-                        // The ACK waited for the peer's application to read.
-                        (Label::AppThinkTime, Label::ReceiverWindow.bit(), false)
+                        // The ACK waited for the peer's application to read. From the
+                        // capture it is an ACK the receiver did not send at once, which
+                        // released what the sender held (Linux __tcp_cleanup_rbuf sends the
+                        // pending ACK on that read): the stall class is accepted too.
+                        (
+                            Label::AppThinkTime,
+                            Label::ReceiverWindow.bit() | class.bit(),
+                            false,
+                        )
                     }
                     None => (app, app_also, false),
                 }
@@ -546,6 +574,15 @@ impl TruthInputs<'_> {
             && let Some(id) = c.segment.released_by
             && !self.records.kept_ids.contains(&id)
         {
+            observable = false;
+        }
+        if label.is_stall()
+            && c.segment.timestamps.is_none()
+            && c.time - c.segment.sent - self.bare_transit[c.segment.from] > LATE_RELEASE
+        {
+            // The released data met a queue or a narrow link between its sender and the
+            // capture point: it reaches the capture later than its sender's release, and
+            // without timestamps nothing in the capture shows that it left on the ACK.
             observable = false;
         }
         if let Cause::Retransmitted { .. } = cause

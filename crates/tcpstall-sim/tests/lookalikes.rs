@@ -1,8 +1,6 @@
 //! The detector on every look-alike family of the accuracy matrix: it must not report a
 //! stall (`nagle-delayed-ack`, `delayed-ack`) on a gap whose true class is none.
 //!
-//! A test marked `#[ignore]` names what the current detector gets wrong; it is run again
-//! once the detector is fixed (`cargo test -p tcpstall-sim --test lookalikes -- --ignored`).
 
 use tcpstall_core::analyze::AnalyzeOptions;
 use tcpstall_sim::accuracy::{Accuracy, cells, run_cell};
@@ -48,19 +46,16 @@ fn assert_no_false_stall(family: &str) {
 }
 
 #[test]
-#[ignore = "detector: an ACK the slow reader's read released (a window update) is taken for a timer-delayed ACK, and the Nagle tail it releases for a stall"]
 fn slow_readers_are_not_stalls() {
     assert_no_false_stall("slow-reader");
 }
 
 #[test]
-#[ignore = "detector: a TCP_NODELAY sender on its own period, whose message follows the receiver's late ACK by a few ms, is taken for a Nagle hold"]
 fn periodic_nodelay_senders_are_not_stalls() {
     assert_no_false_stall("periodic-nodelay");
 }
 
 #[test]
-#[ignore = "detector: ACKs late because a bottleneck queue holds the data before them are taken for timer-delayed ACKs (delayed-ack on full segments)"]
 fn bottleneck_queues_are_not_stalls() {
     assert_no_false_stall("bottleneck");
 }
