@@ -200,9 +200,9 @@ impl Collector {
         }
     }
 
-    fn take(&mut self, connection: crate::flow::Connection) {
+    fn take(&mut self, mut connection: Box<crate::flow::Connection>) {
         self.duplicates += connection.duplicates;
-        let diagnosis = diagnose(connection);
+        let diagnosis = diagnose(&mut connection);
         self.listed_gaps += diagnosis.events.len();
         self.diagnoses.push(diagnosis);
         if self.diagnoses.len() >= MAX_LISTED_CONNECTIONS + MAX_LISTED_CONNECTIONS / 4 {

@@ -266,7 +266,7 @@ impl ConnectionDiagnosis {
 }
 
 /// Concludes on one tracked connection.
-pub fn diagnose(mut connection: Connection) -> ConnectionDiagnosis {
+pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
     let events = std::mem::take(&mut connection.events);
     let client_side = connection.client_side();
     let server_side = 1 - client_side;

@@ -9,11 +9,12 @@ use std::net::SocketAddr;
 
 use rustc_hash::FxHashMap;
 
+use crate::acks::{AckHistory, PureAck, SAME_FLIGHT};
 use crate::basis::Link;
 use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
-use crate::evidence::{SHORTEST_TIMER, SenderClock, sender_clock};
+use crate::evidence::{SenderClock, sender_clock};
 use crate::segment::{Nanos, Segment};
-use crate::sender::{SenderEvidence, SentData};
+use crate::sender::{SenderEvidence, SentData, TimestampClock};
 
 /// Unacknowledged data segments remembered per direction; beyond this the oldest are
 /// forgotten (their ACK-delay samples are lost, nothing else).
@@ -31,18 +32,6 @@ const DEFAULT_ETHERNET_MSS: u32 = 1460;
 /// Position of a direction's first sequence number in its 64-bit space.
 const SEQ_ORIGIN: u64 = 1 << 32;
 
-/// Data segments captured this close together were sent in one flight: a prompt ACK for
-/// one of them measures the path (and its queue) the others met too.
-const SAME_FLIGHT: Nanos = 2_000_000;
-
-/// From this size a segment's round trip is read apart from a bare segment's: on a narrow
-/// link it takes the segment's own serialization longer.
-const LARGE_SEGMENT: u32 = 1024;
-
-/// A prompt ACK for data sent this shortly before (Linux's shortest delayed-ACK timer,
-/// TCP_DELACK_MIN) measures the queue the next data met.
-const PREVIOUS_FLIGHT: Nanos = 40_000_000;
-
 /// One data segment still waiting for its ACK.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
@@ -56,8 +45,8 @@ struct InFlight {
 
 /// The state of the data one side sends. The fields are laid out by when they are used,
 /// so that a segment touches as few cache lines as it can: first 64 bytes of what every
-/// segment reads of either side, then 64 of what every segment writes of its sender, then
-/// its sender's last segment, then what data segments update. (Not aligned to 64 bytes:
+/// segment reads of either side, then what every segment writes of its sender, then its
+/// sender's last segment, then what its ACKs update, then what data segments update. (Not aligned to 64 bytes:
 /// aligned allocations left glibc's heap fragmented, 40% more peak RSS on large captures.)
 #[derive(Clone, Debug, Default)]
 #[repr(C)]
@@ -81,76 +70,69 @@ pub struct Direction {
     peer_spoke_since_data: bool,
     pub fin_seen: bool,
 
+    // What every segment of this side writes.
     last_raw_time: Nanos,
     pub packets: u64,
     /// The window this side advertises, scaled when the scale is known.
     window: Option<u64>,
     last_raw: Option<(u32, u32, u8, u32, u16)>,
-    last_tsval: Option<u32>,
-    /// The first TSval this side sent and when, and when its newest was seen: the rate
-    /// of its timestamp clock.
-    tsval_first: Option<(Nanos, u32)>,
-    last_tsval_time: Nanos,
-    /// The TSval of its last data segment.
-    last_data_tsval: Option<u32>,
-    /// The least time any of its segments took to reach the capture point, by a
-    /// 1 ms timestamp clock (the common one), less an unknown constant: the path alone.
-    least_transit_ms_clock: Option<Nanos>,
     pub mss_option: Option<u16>,
+    /// The window it advertises is zero (since `zero_window_since`).
+    window_closed: bool,
+    /// What its TSvals show: its clock's rate, the path's least transit.
+    timestamps: TimestampClock,
 
     /// The last segment this side sent, as seen by a gap in the other side's data.
     last: LastSegment,
-    pub data_bytes: u64,
 
+    // What an ACK from this side updates.
+    /// Round trip from the capture point to this side and back.
+    pub path_rtt: Option<Nanos>,
+    /// The same from samples of the path alone: a floor no reaction can go below.
+    bare_path_rtt: Option<Nanos>,
+    /// Its full segment size as of its last data segment (read by the other side's ACKs).
+    full_size: u32,
+    /// What its pure ACKs showed: the path's round trips, whether it acknowledges every
+    /// segment.
+    acks: AckHistory,
+
+    // What a data segment of this side updates.
+    pub data_bytes: u64,
     pub data_segments: u64,
     /// Data segments since the other side last sent data.
     message_full_segments: u32,
     message_segments: u32,
     pub max_payload: u32,
-    pub timestamps_option: bool,
-    pub retransmitted_segments: u64,
-    /// Round trip from the capture point to this side and back.
-    pub path_rtt: Option<Nanos>,
-    /// The same from samples of the path alone: a floor no reaction can go below.
-    bare_path_rtt: Option<Nanos>,
+    /// The TSval of its last data segment.
+    last_data_tsval: Option<u32>,
     /// What this side's own data segments prove about how it sends.
     pub sender: SenderEvidence,
-    /// This side's last prompt ACK (one for more than a full segment): when the data it
-    /// acknowledged was seen, and the round trip it measured.
-    prompt_ack: Option<(u64, Nanos, Nanos)>,
-    /// This side's two latest pure ACKs of new data that came sooner than any delayed-ACK
-    /// timer: the packet, when the newest data each acknowledged was seen, and the round
-    /// trip each measured.
-    ack_samples: [Option<(u64, Nanos, Nanos)>; 2],
-    /// This side's two latest pure ACKs that each acknowledged exactly one full segment:
-    /// the packet, when that segment was seen, and when the ACK was.
-    single_segment_acks: [Option<(u64, Nanos, Nanos)>; 2],
-    /// The least round trip of its pure ACKs for large data segments: a narrow link
-    /// takes longer to carry those than the handshake's.
-    large_data_rtt: Option<Nanos>,
-    /// Since when the window this side advertises has been zero.
-    zero_window_since: Option<(Nanos, u64)>,
     /// Urgent mode lasts until the data up to here is acknowledged.
     urgent_until: u64,
-    /// Its full segment size as of its last data segment.
-    full_size: u32,
+
+    // Rarely used.
+    pub retransmitted_segments: u64,
+    pub timestamps_option: bool,
+    /// Since when the window this side advertises has been zero, and the packet.
+    zero_window_since: (Nanos, u64),
 }
 
-/// A [`PeerSegment`] in 56 bytes instead of 96: written for every segment, read only when
-/// a gap in the other side's data ends.
+/// A [`PeerSegment`] in one cache line instead of two: written for every segment, read
+/// only when a gap in the other side's data ends. Earlier times are kept as ages in
+/// microseconds, windows and byte counts in 32 bits (a scaled window is at most 1 GiB).
 #[derive(Clone, Copy, Debug, Default)]
 struct LastSegment {
     packet: u64,
     time: Nanos,
-    previous_time: Nanos,
     snd_una_before: u64,
-    outstanding_before: u64,
-    /// The `Option`s of [`PeerSegment`]: times and windows with a value none can take for
-    /// `None`, the TSval with a flag.
-    acked_data_time: Nanos,
-    window_before: u64,
-    window_after: u64,
+    outstanding_before: u32,
     newly_acked: u32,
+    /// Microseconds since this side's previous segment, and since the newest data it
+    /// acknowledged was seen (`u32::MAX`: none).
+    previous_age: u32,
+    acked_data_age: u32,
+    window_before: u32,
+    window_after: u32,
     acked_data_len: u32,
     tsval: u32,
     flags: u8,
@@ -165,22 +147,27 @@ impl LastSegment {
     const HAS_TSVAL: u8 = 32;
     const TSVAL_IS_NEW: u8 = 64;
     const SMALL_AFTER: u8 = 128;
-    const NO_TIME: Nanos = Nanos::MIN;
-    const NO_WINDOW: u64 = u64::MAX;
+    const NONE: u32 = u32::MAX;
 
     fn new(segment: &PeerSegment) -> LastSegment {
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+        let age = |earlier: Option<Nanos>| {
+            earlier.map_or(Self::NONE, |e| {
+                ((segment.time - e).max(0) / 1_000).min(i64::from(Self::NONE - 1)) as u32
+            })
+        };
+        let small = |value: u64| value.min(u64::from(Self::NONE - 1)) as u32;
         LastSegment {
             packet: segment.packet,
             time: segment.time,
-            previous_time: segment.previous_time.unwrap_or(Self::NO_TIME),
             snd_una_before: segment.snd_una_before,
-            outstanding_before: segment.outstanding_before,
-            newly_acked: segment.newly_acked.min(u64::from(u32::MAX)) as u32,
+            outstanding_before: small(segment.outstanding_before),
+            newly_acked: small(segment.newly_acked),
+            previous_age: age(segment.previous_time),
+            acked_data_age: age(segment.acked_data_time),
+            window_before: segment.window_before.map_or(Self::NONE, small),
+            window_after: segment.window_after.map_or(Self::NONE, small),
             acked_data_len: segment.acked_data_len,
-            acked_data_time: segment.acked_data_time.unwrap_or(Self::NO_TIME),
-            window_before: segment.window_before.unwrap_or(Self::NO_WINDOW),
-            window_after: segment.window_after.unwrap_or(Self::NO_WINDOW),
             tsval: segment.tsval.unwrap_or(0),
             flags: Self::SEEN
                 | flag(segment.ack_advanced, Self::ACK_ADVANCED)
@@ -196,33 +183,28 @@ impl LastSegment {
         }
     }
 
-    /// When the segment was captured, if there was one.
-    fn time(&self) -> Option<Nanos> {
-        (self.flags & Self::SEEN != 0).then_some(self.time)
-    }
-
     fn get(&self) -> Option<PeerSegment> {
         let has = |bit: u8| self.flags & bit != 0;
-        let window = |w: u64| (w != Self::NO_WINDOW).then_some(w);
+        let value = |v: u32| (v != Self::NONE).then_some(u64::from(v));
+        let before = |age: u32| (age != Self::NONE).then(|| self.time - i64::from(age) * 1_000);
         has(Self::SEEN).then(|| PeerSegment {
             packet: self.packet,
             time: self.time,
-            previous_time: (self.previous_time != Self::NO_TIME).then_some(self.previous_time),
+            previous_time: before(self.previous_age),
             ack_advanced: has(Self::ACK_ADVANCED),
             snd_una_before: self.snd_una_before,
-            outstanding_before: self.outstanding_before,
+            outstanding_before: u64::from(self.outstanding_before),
             newly_acked: u64::from(self.newly_acked),
             acked_data_len: self.acked_data_len,
             outstanding_small_segment: has(Self::OUTSTANDING_SMALL),
             small_outstanding_after: has(Self::SMALL_AFTER),
-            acked_data_time: (self.acked_data_time != Self::NO_TIME)
-                .then_some(self.acked_data_time),
+            acked_data_time: before(self.acked_data_age),
             acked_data_small: has(Self::ACKED_DATA_SMALL),
             acked_data_began_message: has(Self::ACKED_DATA_BEGAN_MESSAGE),
             tsval: has(Self::HAS_TSVAL).then_some(self.tsval),
             tsval_is_new: has(Self::TSVAL_IS_NEW),
-            window_before: window(self.window_before),
-            window_after: window(self.window_after),
+            window_before: value(self.window_before),
+            window_after: value(self.window_after),
         })
     }
 }
@@ -240,57 +222,8 @@ impl Direction {
         Direction::unwrap(self.snd_max, seq.wrapping_sub(self.base))
     }
 
-    /// What the path (queue included) took for data of the same flight as the data
-    /// `ack` acknowledged, as this side's other ACKs measured it: its last prompt ACK
-    /// for the same flight, or its previous ACK for data sent just before.
-    fn path_reference_for(&self, ack: &PeerSegment) -> Option<Nanos> {
-        let acked = ack.acked_data_time?;
-        let prompt = self
-            .prompt_ack
-            .filter(|(packet, data_time, _)| {
-                *packet != ack.packet && (acked - data_time).abs() <= SAME_FLIGHT
-            })
-            .map(|(_, _, round_trip)| round_trip);
-        let previous = self
-            .ack_samples
-            .iter()
-            .flatten()
-            .find(|(packet, _, _)| *packet != ack.packet)
-            .filter(|(_, data_time, _)| (0..=PREVIOUS_FLIGHT).contains(&(acked - data_time)))
-            .map(|(_, _, round_trip)| *round_trip);
-        prompt.max(previous)
-    }
-
     /// A round-trip sample. `bare` when nothing but the path is in it (the handshake,
     /// a pure ACK); an ACK riding on data also holds the application's own time.
-    /// RFC 1122 4.2.3.2 receivers acknowledge every second full segment: one that
-    /// acknowledged, alone, a full segment sent back to back with the one `ack` alone
-    /// acknowledges, and did so less than any delayed-ACK timer before, did not wait
-    /// for a second segment. It acknowledges every segment (Linux's quick-ack mode), so
-    /// `ack` was not held either.
-    fn acks_every_segment(&self, ack: &PeerSegment) -> bool {
-        let [
-            Some((latest, data_time, _)),
-            Some((_, previous_data, previous_time)),
-        ] = self.single_segment_acks
-        else {
-            return false;
-        };
-        latest == ack.packet
-            && (data_time - previous_data).abs() < SHORTEST_TIMER
-            && ack.time - previous_time < SHORTEST_TIMER
-    }
-
-    /// Ticks a second of this side's timestamp clock (RFC 7323 asks for 1 ms to 1 s a
-    /// tick), read off its TSvals over at least a fifth of a second and twenty ticks.
-    fn tsval_rate(&self) -> Option<f64> {
-        let (first_time, first) = self.tsval_first?;
-        let ticks = self.last_tsval?.wrapping_sub(first);
-        let span = self.last_tsval_time - first_time;
-        (span >= 200_000_000 && (20..1 << 31).contains(&ticks))
-            .then(|| f64::from(ticks) / crate::segment::secs(span))
-    }
-
     fn record_rtt_sample(&mut self, sample: Nanos, bare: bool) {
         if sample >= 0 {
             self.path_rtt = Some(self.path_rtt.map_or(sample, |r| r.min(sample)));
@@ -315,6 +248,9 @@ pub struct Connection {
     /// The gap whose released data may continue in the next segments.
     /// (gap index, sender, release time, the release's ACK field).
     open_release: Option<(usize, usize, Nanos, u32)>,
+    clock: ClockGranularity,
+    /// When the latest gap waiting to be classified ended.
+    latest_gap_end: Nanos,
     pub dirs: [Direction; 2],
     /// The last data-bearing segment: time, side, packet number.
     last_data: Option<(Nanos, usize, u64)>,
@@ -330,7 +266,6 @@ pub struct Connection {
     /// Gaps beyond each class's listing limit: (count, total duration), by class index.
     pub unlisted: [(u64, Nanos); 6],
     listed: [usize; 6],
-    clock: ClockGranularity,
 }
 
 impl Connection {
@@ -354,6 +289,7 @@ impl Connection {
             synack_time: None,
             last_data: None,
             gaps: Vec::new(),
+            latest_gap_end: Nanos::MIN,
             open_release: None,
             duplicates: 0,
             clock: ClockGranularity::default(),
@@ -462,6 +398,8 @@ impl Connection {
             self.duplicates += 1;
             return;
         }
+        // This side's previous segment, for the ACK it may be.
+        let previous_time = (self.dirs[x].packets > 0).then_some(self.dirs[x].last_raw_time);
         self.dirs[x].last_raw = Some(raw);
         self.dirs[x].last_raw_time = t;
         if self.packets < CLOCK_SAMPLE_PACKETS {
@@ -500,7 +438,7 @@ impl Connection {
 
         // The ACK field acknowledges the other side's data.
         let acked = if segment.flags.ack() && self.dirs[y].started {
-            self.observe_ack(segment, x, y, t, packet)
+            self.observe_ack(segment, x, y, t)
         } else {
             AckOutcome::default()
         };
@@ -517,40 +455,21 @@ impl Connection {
                 None => None,
             };
             if segment.window == 0 {
-                self.dirs[x].zero_window_in_gap = true;
-                if self.dirs[x].zero_window_since.is_none() {
-                    self.dirs[x].zero_window_since = Some((t, packet));
+                let dir = &mut self.dirs[x];
+                dir.zero_window_in_gap = true;
+                if !dir.window_closed {
+                    dir.window_closed = true;
+                    dir.zero_window_since = (t, packet);
                 }
-            } else {
-                self.dirs[x].zero_window_since = None;
+            } else if self.dirs[x].window_closed {
+                self.dirs[x].window_closed = false;
             }
         }
 
-        if acked.advanced {
-            self.note_if_prompt(&acked, x, packet);
-        }
         let tsval = segment.options.timestamps.map(|(val, _)| val);
-        let tsval_is_new = match (tsval, self.dirs[x].last_tsval) {
-            (Some(val), Some(prev)) => (val.wrapping_sub(prev) as i32) > 0,
-            (Some(_), None) => true,
-            _ => false,
-        };
-        if let (Some(val), Some((_, first))) = (tsval, self.dirs[x].tsval_first) {
-            let transit = t - i64::from(val.wrapping_sub(first) as i32) * 1_000_000;
-            let least = &mut self.dirs[x].least_transit_ms_clock;
-            *least = Some(least.map_or(transit, |l| l.min(transit)));
-        }
-        if tsval_is_new {
-            let dir = &mut self.dirs[x];
-            dir.last_tsval = tsval;
-            dir.last_tsval_time = t;
-            if dir.tsval_first.is_none() {
-                dir.tsval_first = tsval.map(|val| (t, val));
-            }
-        }
+        let tsval_is_new = tsval.is_some_and(|val| self.dirs[x].timestamps.observe(t, val));
         // This side's previous segment: its own ACK of the other side's data, if the gap
         // this segment may end had one.
-        let previous_time = self.dirs[x].last.time();
         let previous_own = if carries_data {
             self.dirs[x].last.get()
         } else {
@@ -613,14 +532,7 @@ impl Connection {
         }
     }
 
-    fn observe_ack(
-        &mut self,
-        segment: &Segment,
-        x: usize,
-        y: usize,
-        t: Nanos,
-        packet: u64,
-    ) -> AckOutcome {
+    fn observe_ack(&mut self, segment: &Segment, x: usize, y: usize, t: Nanos) -> AckOutcome {
         let mut outcome = AckOutcome::default();
         let peer = &mut self.dirs[y];
         let ack = peer.position(segment.ack);
@@ -665,15 +577,6 @@ impl Connection {
         }
         peer.snd_una = ack;
         outcome.small_after = peer.small_in_flight > 0;
-        if acked_segments == 1
-            && !outcome.newest_small
-            && segment.payload_len == 0
-            && let Some(data_time) = outcome.newest_time
-        {
-            let singles = &mut self.dirs[x].single_segment_acks;
-            singles[1] = singles[0];
-            singles[0] = Some((packet, data_time, t));
-        }
         if let Some(sample) = rtt_sample {
             self.dirs[x]
                 .record_rtt_sample(sample, segment.payload_len == 0 && !segment.flags.fin());
@@ -685,46 +588,38 @@ impl Connection {
                 // Any later ACK for the same flight measures the path its data met,
                 // serialization and queue included.
                 self.note_prompt_ack(y, data_time, sample);
-                // Sooner than any per-connection delayed-ACK timer beyond the path (its
-                // queue as the last such ACK measured it, or its minimum): the path's
-                // own round trip, queue included.
-                let queue_reference = self.dirs[x].ack_samples[0]
-                    .filter(|(_, previous_data, _)| data_time - previous_data <= PREVIOUS_FLIGHT)
-                    .map_or(self.path_rtt(x), |(_, _, round_trip)| round_trip);
-                if outcome.newest_len >= LARGE_SEGMENT {
-                    let large = &mut self.dirs[x].large_data_rtt;
-                    *large = Some(large.map_or(sample, |l| l.min(sample)));
-                }
-                if sample - queue_reference < SHORTEST_TIMER {
-                    let samples = &mut self.dirs[x].ack_samples;
-                    samples[1] = samples[0];
-                    samples[0] = Some((packet, data_time, sample));
-                }
+                let full_size = self.dirs[y].full_size;
+                let path = self.path_rtt(x);
+                self.dirs[x].acks.observe(
+                    PureAck {
+                        time: t,
+                        data_time,
+                        data_len: outcome.newest_len,
+                        newly_acked: outcome.newly_acked,
+                        segments: acked_segments,
+                        newest_full: !outcome.newest_small,
+                    },
+                    full_size,
+                    path,
+                );
             }
         }
         outcome
-    }
-
-    /// RFC 1122 4.2.3.2: an ACK for more than a full segment is sent at once; its round
-    /// trip is the path's, queue included. (A stretch ACK held by a timer measures more:
-    /// it only ever raises the reference of ACKs for the same flight, never its own.)
-    fn note_if_prompt(&mut self, acked: &AckOutcome, x: usize, packet: u64) {
-        let y = 1 - x;
-        let (Some(data_time), Some(round_trip)) = (acked.newest_time, acked.round_trip) else {
-            return;
-        };
-        // The full size as of the peer's data it acknowledges.
-        let full_size = u64::from(self.dirs[y].full_size);
-        if acked.newly_acked * 2 > full_size * 3 {
-            self.dirs[x].prompt_ack = Some((packet, data_time, round_trip));
-        }
     }
 
     /// A later ACK for data `sender` sent at `data_time` measured `round_trip`: gaps
     /// waiting to be classified whose releasing ACK covered earlier data of the same
     /// flight met the same path (a FIFO queue serves that data first).
     fn note_prompt_ack(&mut self, sender: usize, data_time: Nanos, round_trip: Nanos) {
-        for gap in &mut self.gaps {
+        if self.latest_gap_end < data_time - SAME_FLIGHT {
+            return;
+        }
+        // Newest first: a gap that ended before the flight was sent acknowledged no
+        // data of it, nor did any before it.
+        for gap in self.gaps.iter_mut().rev() {
+            if gap.context.gap_end < data_time - SAME_FLIGHT {
+                break;
+            }
             let ctx = &mut gap.context;
             let same_flight = ctx.sender == sender
                 && ctx
@@ -770,10 +665,10 @@ impl Connection {
             // flight of data as the candidate release.
             let prompt_round_trip = last_from_peer
                 .as_ref()
-                .and_then(|ack| self.dirs[y].path_reference_for(ack));
+                .and_then(|ack| self.dirs[y].acks.path_reference_for(ack));
             let peer_acks_every_segment = last_from_peer
                 .as_ref()
-                .is_some_and(|ack| self.dirs[y].acks_every_segment(ack));
+                .is_some_and(|ack| self.dirs[y].acks.acks_every_segment(ack));
             let sender_acked_peer_at = previous_own
                 .filter(|own| own.time > gap_start && own.ack_advanced)
                 .map(|own| own.time);
@@ -801,7 +696,7 @@ impl Connection {
                 clock_granularity: 0,
                 prompt_round_trip,
                 peer_acks_every_segment,
-                peer_large_data_rtt: self.dirs[y].large_data_rtt,
+                peer_large_data_rtt: self.dirs[y].acks.large_round_trip(),
                 last_from_peer,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
@@ -817,6 +712,7 @@ impl Connection {
                 context: ctx,
                 last_burst_segment: segment.payload_len,
             });
+            self.latest_gap_end = t;
             self.open_release = Some((self.gaps.len() - 1, x, t, segment.ack));
             if self.gaps.len() >= MAX_PENDING_GAPS {
                 // A long connection's round trips are settled by now.
@@ -879,7 +775,7 @@ impl Connection {
         // A TSecr newer than any TSval of the peer the capture saw: the capture missed a
         // segment of the peer, perhaps the ACK that cleared the small segment in flight.
         // So does an ACK of peer data the capture never saw.
-        let echoes_unseen = match (segment.options.timestamps, self.dirs[y].last_tsval) {
+        let echoes_unseen = match (segment.options.timestamps, self.dirs[y].timestamps.newest()) {
             (Some((_, ecr)), Some(seen)) => (ecr.wrapping_sub(seen) as i32) > 0,
             _ => false,
         };
@@ -937,8 +833,8 @@ impl Connection {
         let path_floor = [self.dirs[0].bare_path_rtt, self.dirs[1].bare_path_rtt];
         let full_size = [0, 1].map(|side| self.full_size(side));
         let clock = [0, 1].map(|side| self.sender_clock(side));
-        for gap in self.gaps.drain(..) {
-            let mut context = gap.context;
+        for gap in &mut self.gaps {
+            let context = &mut gap.context;
             let sender = context.sender;
             context.path_rtt = path_rtt;
             context.path_floor = path_floor;
@@ -947,12 +843,9 @@ impl Connection {
             context.burst_ends_with_small = gap.last_burst_segment < full_size[sender];
             context.sender_nagle_off = self.dirs[sender].sender.nagle_off_by(context.gap_end);
             context.sender_clock = clock[sender];
-            context.sender_tsval_hz = self.dirs[sender].tsval_rate();
-            context.sender_least_transit = self.dirs[sender]
-                .tsval_first
-                .zip(self.dirs[sender].least_transit_ms_clock)
-                .map(|((_, first), least)| (first, least));
-            if let Some(event) = classify_gap(&context, config) {
+            context.sender_tsval_hz = self.dirs[sender].timestamps.rate();
+            context.sender_least_transit = self.dirs[sender].timestamps.least_transit();
+            if let Some(event) = classify_gap(context, config) {
                 let class = event.class;
                 if self.listed[class.index()] < class.listing_limit() {
                     self.listed[class.index()] += 1;
@@ -962,6 +855,7 @@ impl Connection {
                 }
             }
         }
+        self.gaps.clear();
         self.open_release = None;
     }
 
@@ -979,9 +873,6 @@ impl Connection {
                 Some((ctx.gap_end - previous, ctx.gap_end - ack.time))
             })
             .unzip();
-        if std::env::var_os("TCPSTALL_DEBUG").is_some() && !intervals.is_empty() {
-            eprintln!("DEBUG clock side {side} intervals {intervals:?} reactions {reactions:?}");
-        }
         sender_clock(&mut intervals, &mut reactions)
     }
 
@@ -991,9 +882,10 @@ impl Connection {
     fn window_closed_at_end(&mut self, config: &DetectConfig) {
         for holder in [0, 1] {
             let receiver = 1 - holder;
-            let Some((since, packet)) = self.dirs[receiver].zero_window_since else {
+            if !self.dirs[receiver].window_closed {
                 continue;
-            };
+            }
+            let (since, packet) = self.dirs[receiver].zero_window_since;
             let Some(last) = self.dirs[holder].last.get() else {
                 continue;
             };
@@ -1047,7 +939,7 @@ impl Connection {
 }
 
 /// A connection's first packets tell the step of the capture's clock.
-const CLOCK_SAMPLE_PACKETS: u64 = 64;
+const CLOCK_SAMPLE_PACKETS: u64 = 16;
 
 /// The step of a capture's clock, learned from its timestamps: a capture stamped in
 /// milliseconds cannot time a reaction to better than that.
@@ -1232,7 +1124,10 @@ pub struct FlowTable {
     index: FxHashMap<FlowKey, u32>,
     slots: Vec<Option<Box<Connection>>>,
     free_slots: Vec<u32>,
-    ended: Vec<Connection>,
+    /// Boxed as they were tracked: a connection is large, and moving it by value costs
+    /// more than the pointer.
+    #[allow(clippy::vec_box)]
+    ended: Vec<Box<Connection>>,
     closed_recently: FxHashMap<FlowKey, Nanos>,
     closed_order: VecDeque<(Nanos, FlowKey)>,
     now: Nanos,
@@ -1350,7 +1245,7 @@ impl FlowTable {
         connection.classify_gaps(&self.config);
         connection.window_closed_at_end(&self.config);
         connection.release_tracking();
-        self.ended.push(*connection);
+        self.ended.push(connection);
     }
 
     /// Ends every connection silent since `before`.
@@ -1389,7 +1284,7 @@ impl FlowTable {
     }
 
     /// Takes the connections that ended since the last call.
-    pub fn take_ended(&mut self) -> std::vec::Drain<'_, Connection> {
+    pub fn take_ended(&mut self) -> std::vec::Drain<'_, Box<Connection>> {
         self.ended.drain(..)
     }
 
@@ -1398,7 +1293,7 @@ impl FlowTable {
     }
 
     /// Ends the stream: every connection still open ends, and all are handed over.
-    pub fn into_connections(mut self) -> Vec<Connection> {
+    pub fn into_connections(mut self) -> Vec<Box<Connection>> {
         for i in 0..self.slots.len() as u32 {
             if self.slots[i as usize].is_some() {
                 self.end(i, false);
@@ -1439,19 +1334,22 @@ mod tests {
     #[test]
     fn the_last_segment_gives_back_what_it_was_given() {
         assert!(LastSegment::default().get().is_none());
+        let time = 1_767_225_600_123_456_789;
+        // Earlier times a whole number of microseconds before, byte counts and windows
+        // within 32 bits: what the compact form keeps exactly.
         let full = PeerSegment {
             packet: u64::MAX,
-            time: 1_767_225_600_123_456_789,
-            previous_time: Some(1_767_225_600_000_000_000),
+            time,
+            previous_time: Some(time - 123_456_000),
             snd_una_before: 1 << 33,
-            newly_acked: u64::from(u32::MAX),
+            newly_acked: 1 << 29,
             small_outstanding_after: true,
             ack_advanced: true,
-            outstanding_before: 1 << 40,
+            outstanding_before: 1 << 30,
             outstanding_small_segment: true,
-            acked_data_time: Some(0),
+            acked_data_time: Some(time - 3_600_000_000_000),
             acked_data_small: true,
-            acked_data_len: 1448,
+            acked_data_len: 65_535,
             acked_data_began_message: true,
             tsval: Some(0),
             tsval_is_new: true,

@@ -2,10 +2,12 @@
 //! diagnosis, and the renderers over a diagnosis.
 //!
 //! Data flows in that order: [`capture`] turns packets into [`segment::Segment`]s,
-//! [`flow`] tracks connections (with [`sender`], what each side's own segments prove)
+//! [`flow`] tracks connections (with [`sender`], what each side's own segments prove, and
+//! [`acks`], what its ACKs show)
 //! and hands each gap to [`detect`], which holds it to the chain in [`evidence`]; [`diagnosis`]
 //! concludes per connection, [`analyze`] wires the pipeline, and [`report`] renders.
 
+pub mod acks;
 pub mod analyze;
 pub mod basis;
 pub mod capture;

@@ -14,22 +14,41 @@ const MIN_SEGMENT_LIMIT: u32 = 1024;
 /// Two of the sender's data segments this close together are one burst.
 const SAME_BURST: Nanos = 1_000_000;
 
-/// Per direction: the evidence about its sender's rules.
-#[derive(Clone, Debug, Default)]
+/// Per direction: the evidence about its sender's rules. Read on every data segment, so
+/// kept in 48 bytes.
+#[derive(Clone, Debug)]
 pub struct SenderEvidence {
     /// When this side was seen, for the second time, sending a sub-MSS segment while an
     /// earlier sub-MSS segment of its own was unacknowledged: Nagle (RFC 896) and
     /// Minshall's variant both forbid that, so from then on this side is not applying
-    /// Nagle. (Once may be a capture that missed the ACK in between.)
-    pub nagle_off_since: Option<Nanos>,
-    /// How many times it did so, and the packet of the first time.
-    pub nagle_violations: u32,
+    /// Nagle. (Once may be a capture that missed the ACK in between.) `Nanos::MAX`: never.
+    nagle_off_since: Nanos,
+    /// The packet of the first time.
     pub nagle_off_packet: u64,
+    /// Its last data segment: when (`Nanos::MIN`: none yet), where it ended (sequence
+    /// position), its payload.
+    last_time: Nanos,
+    last_end: u64,
+    last_payload: u32,
+    /// How many times it did so.
+    pub nagle_violations: u32,
     /// The largest payload this side sent as two back-to-back contiguous segments of the
     /// same size below the MSS: its real segment limit (a path MTU below the link's).
     pub segment_limit: u32,
-    /// Its last data segment: time, end (sequence position) and payload.
-    last_data: Option<(Nanos, u64, u32)>,
+}
+
+impl Default for SenderEvidence {
+    fn default() -> Self {
+        SenderEvidence {
+            nagle_off_since: Nanos::MAX,
+            nagle_off_packet: 0,
+            last_time: Nanos::MIN,
+            last_end: 0,
+            last_payload: 0,
+            nagle_violations: 0,
+            segment_limit: 0,
+        }
+    }
 }
 
 /// A data segment as the sender evidence sees it.
@@ -56,15 +75,14 @@ impl SenderEvidence {
 
     /// When its last data segment was captured.
     pub fn last_data_time(&self) -> Option<Nanos> {
-        self.last_data.map(|(time, _, _)| time)
+        (self.last_time != Nanos::MIN).then_some(self.last_time)
     }
 
     /// When its last data segment was captured, if that one ended a message: smaller
     /// than the full size, so the sender had nothing more to send then.
     pub fn last_message_end(&self, mss: u32) -> Option<Nanos> {
-        self.last_data
-            .filter(|(_, _, payload)| *payload < self.full_size(mss))
-            .map(|(time, _, _)| time)
+        self.last_data_time()
+            .filter(|_| self.last_payload < self.full_size(mss))
     }
 
     /// Learns from a new (not retransmitted) data segment. `small_unacked` says whether a
@@ -73,10 +91,10 @@ impl SenderEvidence {
     /// must then be judged again).
     pub fn observe(&mut self, data: SentData, mss: u32, small_unacked: bool) -> bool {
         let mut limit_changed = false;
-        if let Some((time, end, payload)) = self.last_data
-            && end == data.start
-            && payload == data.payload
-            && data.time - time <= SAME_BURST
+        if self.last_time != Nanos::MIN
+            && self.last_end == data.start
+            && self.last_payload == data.payload
+            && data.time - self.last_time <= SAME_BURST
             && (MIN_SEGMENT_LIMIT..mss).contains(&data.payload)
             && data.payload > self.segment_limit
         {
@@ -90,17 +108,93 @@ impl SenderEvidence {
                 1 => self.nagle_off_packet = data.packet,
                 // Once may be a capture that missed the ACK in between; twice is the
                 // sender's own doing.
-                2 => self.nagle_off_since = Some(data.time),
+                2 => self.nagle_off_since = data.time,
                 _ => {}
             }
         }
-        self.last_data = Some((data.time, data.end, data.payload));
+        self.last_time = data.time;
+        self.last_end = data.end;
+        self.last_payload = data.payload;
         limit_changed
+    }
+
+    /// When this side was seen, for the second time, not applying Nagle.
+    pub fn nagle_off_since(&self) -> Option<Nanos> {
+        (self.nagle_off_since != Nanos::MAX).then_some(self.nagle_off_since)
     }
 
     /// Whether this side was seen not applying Nagle (twice) at or before `time`.
     pub fn nagle_off_by(&self, time: Nanos) -> bool {
-        self.nagle_off_since.is_some_and(|since| since <= time)
+        self.nagle_off_since <= time
+    }
+}
+
+/// What a side's TCP timestamps (RFC 7323) show: the rate of its clock, and how fast the
+/// path alone brings its segments to the capture point. Updated on every segment, so kept
+/// in 32 bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct TimestampClock {
+    /// When the first TSval was seen (`Nanos::MIN`: none yet), and the newest.
+    first_time: Nanos,
+    last_time: Nanos,
+    /// The least (capture time - TSval in ms since the first), by a 1 ms clock.
+    least_transit: Nanos,
+    first: u32,
+    last: u32,
+}
+
+impl Default for TimestampClock {
+    fn default() -> Self {
+        TimestampClock {
+            first_time: Nanos::MIN,
+            last_time: Nanos::MIN,
+            least_transit: Nanos::MAX,
+            first: 0,
+            last: 0,
+        }
+    }
+}
+
+impl TimestampClock {
+    /// Notes a segment's TSval; returns whether it is newer than any before.
+    pub fn observe(&mut self, time: Nanos, tsval: u32) -> bool {
+        if self.first_time == Nanos::MIN {
+            *self = TimestampClock {
+                first_time: time,
+                last_time: time,
+                least_transit: time,
+                first: tsval,
+                last: tsval,
+            };
+            return true;
+        }
+        let transit = time - i64::from(tsval.wrapping_sub(self.first) as i32) * 1_000_000;
+        self.least_transit = self.least_transit.min(transit);
+        let newer = (tsval.wrapping_sub(self.last) as i32) > 0;
+        if newer {
+            self.last = tsval;
+            self.last_time = time;
+        }
+        newer
+    }
+
+    /// The newest TSval seen.
+    pub fn newest(&self) -> Option<u32> {
+        (self.first_time != Nanos::MIN).then_some(self.last)
+    }
+
+    /// Ticks a second (RFC 7323 asks for 1 ms to 1 s a tick), read over at least a fifth
+    /// of a second and twenty ticks.
+    pub fn rate(&self) -> Option<f64> {
+        let ticks = self.last.wrapping_sub(self.first);
+        let span = self.last_time - self.first_time;
+        (self.first_time != Nanos::MIN && span >= 200_000_000 && (20..1 << 31).contains(&ticks))
+            .then(|| f64::from(ticks) / crate::segment::secs(span))
+    }
+
+    /// The first TSval, and the least (capture time - TSval) by a 1 ms clock.
+    pub fn least_transit(&self) -> Option<(u32, Nanos)> {
+        (self.first_time != Nanos::MIN).then_some((self.first, self.least_transit))
     }
 }
 
@@ -134,12 +228,24 @@ mod tests {
     }
 
     #[test]
+    fn a_timestamp_clock_reads_its_rate_and_the_path_alone() {
+        let mut clock = TimestampClock::default();
+        assert!(clock.observe(0, 100));
+        // 1 ms ticks; the second segment took 3 ms longer to arrive.
+        assert!(clock.observe(500_000_000, 600));
+        assert!(!clock.observe(503_000_000, 600));
+        assert!((clock.rate().unwrap() - 1000.0).abs() < 1e-6);
+        assert_eq!(clock.least_transit(), Some((100, 0)));
+        assert_eq!(clock.newest(), Some(600));
+    }
+
+    #[test]
     fn fin_and_urgent_segments_prove_nothing() {
         let mut sender = SenderEvidence::default();
         let mut fin = data(5, 7, 67);
         fin.pushed_past_nagle = true;
         sender.observe(fin, 1460, true);
-        assert_eq!(sender.nagle_off_since, None);
+        assert!(!sender.nagle_off_by(Nanos::MAX - 1));
     }
 
     #[test]

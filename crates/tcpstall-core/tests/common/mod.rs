@@ -142,6 +142,6 @@ impl Wire {
     pub fn only(self) -> ConnectionDiagnosis {
         let mut connections = self.table.into_connections();
         assert_eq!(connections.len(), 1);
-        diagnose(connections.remove(0))
+        diagnose(&mut connections.remove(0))
     }
 }

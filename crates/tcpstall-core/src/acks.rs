@@ -1,0 +1,207 @@
+//! What a side's pure ACKs show about the path and about the side itself: the round trips
+//! of ACKs no timer held (the path, its queue included), whether it acknowledges every
+//! segment, and how long large segments take. The detector judges a candidate delayed
+//! ACK against these. Updated on every ACK, so kept in 80 bytes.
+
+use crate::detect::PeerSegment;
+use crate::evidence::SHORTEST_TIMER;
+use crate::segment::Nanos;
+
+/// Data segments captured this close together were sent in one flight: a prompt ACK for
+/// one of them measures the path (and its queue) the others met too.
+pub const SAME_FLIGHT: Nanos = 2_000_000;
+
+/// A prompt ACK for data sent this shortly before (Linux's shortest delayed-ACK timer,
+/// TCP_DELACK_MIN) measures the queue the next data met.
+const PREVIOUS_FLIGHT: Nanos = 40_000_000;
+
+/// From this size a segment's round trip is read apart from a bare segment's: on a narrow
+/// link it takes the segment's own serialization longer.
+const LARGE_SEGMENT: u32 = 1024;
+
+/// One pure ACK: when the newest data it acknowledged was seen, when it was.
+#[derive(Clone, Copy, Debug, Default)]
+struct AckRecord {
+    data_time: Nanos,
+    time: Nanos,
+    flags: u8,
+}
+
+impl AckRecord {
+    const SEEN: u8 = 1;
+    /// Sooner than any per-connection delayed-ACK timer beyond the path's queue.
+    const PROMPT: u8 = 2;
+    /// It acknowledged exactly one full segment.
+    const SINGLE_FULL: u8 = 4;
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn round_trip(&self) -> Nanos {
+        self.time - self.data_time
+    }
+
+    /// Whether this record is the ACK `ack` itself.
+    fn is(&self, ack: &PeerSegment) -> bool {
+        self.has(Self::SEEN) && self.time == ack.time
+    }
+}
+
+/// A pure ACK of new data, as [`AckHistory::observe`] takes it.
+#[derive(Clone, Copy, Debug)]
+pub struct PureAck {
+    pub time: Nanos,
+    /// When the newest data it acknowledged was seen, and that segment's payload.
+    pub data_time: Nanos,
+    pub data_len: u32,
+    pub newly_acked: u64,
+    /// In-flight segments it acknowledged, and whether the newest was full-sized.
+    pub segments: u32,
+    pub newest_full: bool,
+}
+
+/// Per side: its recent pure ACKs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AckHistory {
+    /// The latest two.
+    recent: [AckRecord; 2],
+    /// The latest that acknowledged more than one and a half full segments: RFC 1122
+    /// 4.2.3.2 receivers send those at once.
+    covering: AckRecord,
+    /// The least round trip of an ACK for a large segment (0: none yet).
+    large_round_trip: Nanos,
+}
+
+impl AckHistory {
+    /// Notes a pure ACK of the other side's data; `full_size` is that side's full segment
+    /// size and `path` the least round trip so far.
+    pub fn observe(&mut self, ack: PureAck, full_size: u32, path: Nanos) {
+        let round_trip = ack.time - ack.data_time;
+        // Its queue as the last prompt ACK measured it, or the path's minimum.
+        let queue = Some(self.recent[0])
+            .filter(|r| r.has(AckRecord::PROMPT))
+            .filter(|r| ack.data_time - r.data_time <= PREVIOUS_FLIGHT)
+            .map_or(path, |r| r.round_trip());
+        let mut flags = AckRecord::SEEN;
+        if round_trip - queue < SHORTEST_TIMER {
+            flags |= AckRecord::PROMPT;
+        }
+        if ack.segments == 1 && ack.newest_full {
+            flags |= AckRecord::SINGLE_FULL;
+        }
+        let record = AckRecord {
+            data_time: ack.data_time,
+            time: ack.time,
+            flags,
+        };
+        self.recent = [record, self.recent[0]];
+        if ack.newly_acked * 2 > u64::from(full_size) * 3 {
+            self.covering = record;
+        }
+        if ack.data_len >= LARGE_SEGMENT
+            && (self.large_round_trip == 0 || round_trip < self.large_round_trip)
+        {
+            self.large_round_trip = round_trip.max(1);
+        }
+    }
+
+    /// What the path (queue included) took for data of the same flight as the data
+    /// `ack` acknowledged, as this side's other ACKs measured it: its last ACK for more
+    /// than a full segment of that flight, or its previous prompt ACK for data sent just
+    /// before.
+    pub fn path_reference_for(&self, ack: &PeerSegment) -> Option<Nanos> {
+        let acked = ack.acked_data_time?;
+        let covering = Some(self.covering)
+            .filter(|r| r.has(AckRecord::SEEN) && !r.is(ack))
+            .filter(|r| (acked - r.data_time).abs() <= SAME_FLIGHT)
+            .map(|r| r.round_trip());
+        let previous = self
+            .recent
+            .iter()
+            .find(|r| r.has(AckRecord::SEEN) && !r.is(ack))
+            .filter(|r| r.has(AckRecord::PROMPT))
+            .filter(|r| (0..=PREVIOUS_FLIGHT).contains(&(acked - r.data_time)))
+            .map(|r| r.round_trip());
+        covering.max(previous)
+    }
+
+    /// RFC 1122 4.2.3.2 receivers acknowledge every second full segment: one that
+    /// acknowledged, alone, a full segment sent shortly before the one `ack` alone
+    /// acknowledges, and did so less than any delayed-ACK timer before, did not wait
+    /// for a second segment. It acknowledges every segment (Linux's quick-ack mode), so
+    /// `ack` was not held either.
+    pub fn acks_every_segment(&self, ack: &PeerSegment) -> bool {
+        let [latest, previous] = self.recent;
+        latest.is(ack)
+            && latest.has(AckRecord::SINGLE_FULL)
+            && previous.has(AckRecord::SINGLE_FULL)
+            && (latest.data_time - previous.data_time).abs() < SHORTEST_TIMER
+            && latest.time - previous.time < SHORTEST_TIMER
+    }
+
+    /// The least round trip of its ACKs for large segments (1 KB and more).
+    pub fn large_round_trip(&self) -> Option<Nanos> {
+        (self.large_round_trip != 0).then_some(self.large_round_trip)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    fn pure(time: Nanos, data_time: Nanos, segments: u32) -> PureAck {
+        PureAck {
+            time,
+            data_time,
+            data_len: 1448,
+            newly_acked: u64::from(segments) * 1448,
+            segments,
+            newest_full: true,
+        }
+    }
+
+    fn peer(time: Nanos, data_time: Nanos) -> PeerSegment {
+        PeerSegment {
+            packet: 1,
+            time,
+            previous_time: None,
+            ack_advanced: true,
+            snd_una_before: 0,
+            outstanding_before: 1448,
+            newly_acked: 1448,
+            outstanding_small_segment: false,
+            small_outstanding_after: false,
+            acked_data_time: Some(data_time),
+            acked_data_small: false,
+            acked_data_len: 1448,
+            acked_data_began_message: false,
+            tsval: None,
+            tsval_is_new: false,
+            window_before: None,
+            window_after: None,
+        }
+    }
+
+    #[test]
+    fn a_prompt_ack_for_two_segments_of_the_flight_is_the_reference() {
+        let mut history = AckHistory::default();
+        history.observe(pure(100 * MS, 0, 2), 1448, 90 * MS);
+        history.observe(pure(300 * MS, MS / 10, 1), 1448, 90 * MS);
+        let late = peer(300 * MS, MS / 10);
+        assert_eq!(history.path_reference_for(&late), Some(100 * MS));
+        assert_eq!(history.large_round_trip(), Some(100 * MS));
+    }
+
+    #[test]
+    fn single_segments_acknowledged_one_by_one_mean_no_delay() {
+        let mut history = AckHistory::default();
+        history.observe(pure(60 * MS, 0, 1), 1448, 60 * MS);
+        history.observe(pure(72 * MS, 100_000, 1), 1448, 60 * MS);
+        assert!(history.acks_every_segment(&peer(72 * MS, 100_000)));
+        // Not for an ACK that is not the latest.
+        assert!(!history.acks_every_segment(&peer(60 * MS, 0)));
+    }
+}
