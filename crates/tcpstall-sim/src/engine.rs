@@ -739,6 +739,7 @@ pub fn to_segment(captured: &Captured, isn: [u32; 2]) -> Segment {
             sack_blocks: 0,
             timestamps: s.timestamps,
         },
+        tunnel: 0,
     }
 }
 
