@@ -289,7 +289,8 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
         }
     } else {
         (String::new(), analyze_several(&args, &options))
-    };    let analysis = match result {
+    };
+    let analysis = match result {
         Ok(analysis) => analysis,
         Err(e) if source.is_empty() => {
             eprintln!("tcpstall: error: {e}");

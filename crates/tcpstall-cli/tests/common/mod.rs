@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod pcap;
+pub mod verdicts;
 
 use std::fs;
 use std::path::PathBuf;
