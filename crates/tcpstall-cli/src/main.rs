@@ -12,7 +12,12 @@ mod simulate;
 mod workload_args;
 
 use clap::{Args, Parser, Subcommand};
-use tcpstall_core::analyze::{AnalyzeOptions, Filter, analyze};
+use std::sync::Arc;
+
+use tcpstall_core::analyze::{
+    AnalyzeError, AnalyzeOptions, FileOptions, Filter, analyze, analyze_files,
+};
+use tcpstall_core::capture::{OnFileError, ProgressFn, expand_paths};
 use tcpstall_core::detect::DetectConfig;
 use tcpstall_core::report::{json, text};
 use tcpstall_core::segment::NANOS_PER_MILLI;
@@ -38,7 +43,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Read a pcap or pcapng capture and report every stall, its cause and its fix
+    /// Read pcap or pcapng captures and report every stall, its cause and its fix
     #[command(after_help = "\
 EXIT STATUS:
   0  the analysis ran (stalls or not, unless --fail-on-stall)
@@ -47,7 +52,9 @@ EXIT STATUS:
 
 EXAMPLES:
   tcpstall analyze captures/seed002-two-writes.pcap
-  tcpstall analyze --stalls --port 6379 proxy.pcapng
+  tcpstall analyze --stalls --port 6379 proxy.pcapng.gz
+  tcpstall analyze ring/                            # every file of a tcpdump -C/-G/-W ring, in time order
+  tcpstall analyze eth0.pcap eth1.pcap              # two capture points merged
   tcpdump -i eth0 -w - 'tcp port 8080' | tcpstall analyze -
   tcpstall analyze --json capture.pcap | jq '.connections[].stalls[] | select(.class == \"nagle-delayed-ack\")'")]
     Analyze(AnalyzeArgs),
@@ -81,8 +88,14 @@ EXAMPLES:
 
 #[derive(Args)]
 struct AnalyzeArgs {
-    /// Capture file (pcap or pcapng), or - for standard input
-    capture: PathBuf,
+    /// Capture files (pcap or pcapng, plain or gzip- or zstd-compressed) or directories
+    /// of them, read as one capture merged in time order; or - for standard input
+    #[arg(required = true, value_name = "CAPTURE")]
+    captures: Vec<PathBuf>,
+    /// Stop at the first of several files that cannot be read (by default it is named
+    /// in a warning and the other files are read)
+    #[arg(long)]
+    stop_on_file_error: bool,
     /// Print the JSON report (schema version 2, see docs/json-schema.md)
     #[arg(long)]
     json: bool,
@@ -175,6 +188,37 @@ fn write_report(analysis: &tcpstall_core::analyze::Analysis, args: &AnalyzeArgs)
     out.flush()
 }
 
+/// Several files, or directories of them, read as one capture under one progress bar.
+fn analyze_several(
+    args: &AnalyzeArgs,
+    options: &AnalyzeOptions,
+) -> Result<tcpstall_core::analyze::Analysis, AnalyzeError> {
+    let paths = expand_paths(&args.captures)?;
+    let total: u64 = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let bar = tcpstall_report::progress::shared(total, "reading");
+    let progress: Option<ProgressFn> = bar.clone().map(|bar| {
+        let advance: ProgressFn = Arc::new(move |n| bar.inc(n));
+        advance
+    });
+    let files = FileOptions {
+        on_error: if args.stop_on_file_error {
+            OnFileError::Stop
+        } else {
+            OnFileError::Continue
+        },
+        progress,
+    };
+    let result = analyze_files(&paths, options, &files);
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    result
+}
+
 fn run_analyze(args: AnalyzeArgs) -> ExitCode {
     if !(args.min_gap.is_finite() && args.min_gap > 0.0 && args.min_gap <= 60_000.0) {
         eprintln!(
@@ -193,9 +237,12 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             ports: args.port.clone(),
         },
     };
-    let source = args.capture.display().to_string();
+    let capture = match args.captures.as_slice() {
+        [one] if one.as_os_str() != "-" && !one.is_dir() => Some(one.clone()),
+        _ => None,
+    };
     let mut spool = None;
-    let result = if source == "-" {
+    let (source, result) = if args.captures.len() == 1 && args.captures[0].as_os_str() == "-" {
         if io::stdin().is_terminal() {
             eprintln!(
                 "tcpstall: error: standard input is a terminal: pipe a capture into it, e.g. tcpdump -w - | tcpstall analyze -"
@@ -208,7 +255,7 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             match tcpstall_report::spool::Spool::new().and_then(|s| Ok((s.tee(io::stdin())?, s))) {
                 Ok((tee, s)) => {
                     spool = Some(s);
-                    analyze(tee, "stdin", &options)
+                    ("stdin".to_string(), analyze(tee, "stdin", &options))
                 }
                 Err(e) => {
                     eprintln!(
@@ -218,31 +265,47 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
                 }
             }
         } else {
-            analyze(io::stdin(), "stdin", &options)
+            ("stdin".to_string(), analyze(io::stdin(), "stdin", &options))
         }
-    } else {
-        match File::open(&args.capture) {
+    } else if args.captures.iter().any(|c| c.as_os_str() == "-") {
+        eprintln!("tcpstall: error: standard input (-) cannot be read together with files");
+        return ExitCode::from(EXIT_ERROR);
+    } else if let Some(path) = &capture {
+        let source = path.display().to_string();
+        match File::open(path) {
             Ok(file) => {
                 let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-                analyze(
+                let result = analyze(
                     tcpstall_report::progress::reader(file, len, "reading"),
                     &source,
                     &options,
-                )
+                );
+                (source, result)
             }
             Err(e) => {
                 eprintln!("tcpstall: error: {source}: {e}");
                 return ExitCode::from(EXIT_ERROR);
             }
         }
+    } else {
+        (String::new(), analyze_several(&args, &options))
     };
     let analysis = match result {
         Ok(analysis) => analysis,
+        Err(e) if source.is_empty() => {
+            eprintln!("tcpstall: error: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
         Err(e) => {
             eprintln!("tcpstall: error: {source}: {e}");
             return ExitCode::from(EXIT_ERROR);
         }
     };
+    for file in &analysis.input.files {
+        if let Some(error) = &file.error {
+            eprintln!("tcpstall: warning: {}: {error}", file.path.display());
+        }
+    }
     if let Err(e) = write_report(&analysis, &args)
         && e.kind() != io::ErrorKind::BrokenPipe
     {
@@ -250,9 +313,10 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
         return ExitCode::from(EXIT_ERROR);
     }
     if args.html.is_some() || args.graphs.is_some() {
+        // Graphs of several files would need their merge read again: not drawn yet.
         let capture = match &spool {
             Some(s) => s.path().map(|p| p.to_path_buf()),
-            None => Some(args.capture.clone()),
+            None => capture,
         };
         if let Err(e) = tcpstall_report::analysis::write_reports(
             &analysis,

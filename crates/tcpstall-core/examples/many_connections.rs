@@ -163,5 +163,6 @@ fn segment(
             mss: (flags & TcpFlags::SYN != 0).then_some(1460),
             ..TcpOptions::default()
         },
+        tunnel: 0,
     }
 }

@@ -621,6 +621,7 @@ impl Conn {
             window,
             payload_len: p.len,
             options,
+            tunnel: 0,
         }
     }
 }

@@ -4,8 +4,12 @@ use std::io::Read;
 use std::net::IpAddr;
 use std::sync::mpsc;
 
+use std::path::PathBuf;
+
 use crate::capture::{
-    CaptureError, CaptureReader, ReadNotes, SkipCounts, SkipReason, decode_packet,
+    CaptureError, CaptureReader, Decoded, Decoder, FileError, FileNotes, FragmentCounts,
+    MergedCaptures, MergedNotes, OnFileError, Packet, ProgressFn, ReadNotes, SkipCounts,
+    SkipReason, expand_paths,
 };
 use crate::detect::DetectConfig;
 use crate::diagnosis::{ConnectionDiagnosis, diagnose};
@@ -59,6 +63,10 @@ pub struct InputSummary {
     /// Connections ended because they fell silent, or because too many were open.
     pub connections_ended_idle: u64,
     pub skipped: SkipCounts,
+    /// IP fragments seen, and those joined into whole datagrams.
+    pub fragments: FragmentCounts,
+    /// Each file, when several were read as one (empty for a single input).
+    pub files: Vec<FileNotes>,
     pub first_time: Option<Nanos>,
     pub last_time: Option<Nanos>,
     pub warnings: Vec<String>,
@@ -347,6 +355,12 @@ fn track(
 pub enum AnalyzeError {
     #[error("{0}")]
     Capture(#[from] CaptureError),
+    /// One of several files (its path is in the message).
+    #[error("{0}")]
+    File(#[from] FileError),
+    /// None of several files could be read: each one's problem.
+    #[error("no file could be read: {0}")]
+    NoFileRead(String),
     #[error("internal error: {0}")]
     Internal(String),
     #[error("no TCP segments in the capture ({0})")]
@@ -360,6 +374,198 @@ pub fn analyze<R: Read + Send + 'static>(
     options: &AnalyzeOptions,
 ) -> Result<Analysis, AnalyzeError> {
     let reader = CaptureReader::new(input)?;
+    pipeline(source, options, |intake| {
+        let read = reader.for_each_packet(|packet| intake.packet(packet))?;
+        Ok(InputRead {
+            warnings: read_warnings(&read, None),
+            read,
+            files: Vec::new(),
+        })
+    })
+}
+
+/// How several capture files are read.
+#[derive(Clone, Default)]
+pub struct FileOptions {
+    pub on_error: OnFileError,
+    /// Told the bytes read from the files as they are read (a progress bar).
+    pub progress: Option<ProgressFn>,
+}
+
+/// Reads capture files (directories: the files in them) as one capture, merged in time
+/// order, and diagnoses every TCP connection in them: a connection that continues from
+/// one file into the next is one connection.
+pub fn analyze_files(
+    paths: &[PathBuf],
+    options: &AnalyzeOptions,
+    files: &FileOptions,
+) -> Result<Analysis, AnalyzeError> {
+    let paths = expand_paths(paths)?;
+    let source = match paths.as_slice() {
+        [one] => one.display().to_string(),
+        [first, .., last] => format!(
+            "{} files ({} ... {})",
+            paths.len(),
+            first.display(),
+            last.display()
+        ),
+        [] => String::new(),
+    };
+    let merged = MergedCaptures::open(paths, files.on_error, files.progress.clone())?;
+    pipeline(&source, options, |intake| {
+        let merged = merged.for_each_packet(|packet| intake.packet(packet))?;
+        merged_input(merged)
+    })
+}
+
+/// What the reading of the input gave, besides its packets.
+struct InputRead {
+    read: ReadNotes,
+    files: Vec<FileNotes>,
+    warnings: Vec<String>,
+}
+
+/// The notes of several files as those of one input, and the warnings of each; an error
+/// when no file gave a packet and some could not be read.
+fn merged_input(merged: MergedNotes) -> Result<InputRead, AnalyzeError> {
+    let mut read = ReadNotes::default();
+    let mut warnings = Vec::new();
+    let mut failed = Vec::new();
+    let formats: Vec<_> = merged.files.iter().filter_map(|f| f.notes.format).collect();
+    read.format = formats
+        .first()
+        .copied()
+        .filter(|f| formats.iter().all(|g| g == f));
+    let compressions: Vec<_> = merged.files.iter().map(|f| f.notes.compression).collect();
+    read.compression = compressions
+        .first()
+        .copied()
+        .flatten()
+        .filter(|c| compressions.iter().all(|d| *d == Some(*c)));
+    for file in &merged.files {
+        let notes = &file.notes;
+        read.packets += notes.packets;
+        read.bytes_read += notes.bytes_read;
+        read.packets_without_timestamp += notes.packets_without_timestamp;
+        read.packets_unknown_interface += notes.packets_unknown_interface;
+        read.packets_time_out_of_range += notes.packets_time_out_of_range;
+        warnings.extend(read_warnings(notes, Some(&file.path)));
+        if let Some(error) = &file.error {
+            failed.push(format!("{}: {error}", file.path.display()));
+        }
+    }
+    if read.packets == 0 && !failed.is_empty() {
+        return Err(AnalyzeError::NoFileRead(failed.join("; ")));
+    }
+    for failure in failed {
+        warnings.push(format!("{failure}; the other files were read"));
+    }
+    if merged.out_of_order_files > 0 {
+        warnings.push(format!(
+            "{} files began before the merge reached them (more than 64 files overlap in time): their packets came out of time order",
+            merged.out_of_order_files
+        ));
+    }
+    Ok(InputRead {
+        read,
+        files: merged.files,
+        warnings,
+    })
+}
+
+/// Warnings about what reading one capture noticed; `path` names it among several.
+fn read_warnings(read: &ReadNotes, path: Option<&std::path::Path>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(cut) = &read.compressed_stream_cut {
+        warnings.push(cut.clone());
+    }
+    if let Some(tail) = &read.truncated_tail {
+        warnings.push(tail.clone());
+    }
+    if read.packets_without_timestamp > 0 {
+        warnings.push(format!(
+            "{} packets in Simple Packet Blocks have no timestamp; they were given the previous packet's time",
+            read.packets_without_timestamp
+        ));
+    }
+    if read.packets_time_out_of_range > 0 {
+        warnings.push(format!(
+            "{} packets have timestamps before 1970 or after 2106; they were given the nearest end of that range",
+            read.packets_time_out_of_range
+        ));
+    }
+    if read.packets_unknown_interface > 0 {
+        warnings.push(format!(
+            "{} packets name an interface no Interface Description Block declared; they were skipped",
+            read.packets_unknown_interface
+        ));
+    }
+    match path {
+        Some(path) => warnings
+            .into_iter()
+            .map(|w| format!("{}: {w}", path.display()))
+            .collect(),
+        None => warnings,
+    }
+}
+
+/// The reading thread's share of the work, packet by packet: decode, filter, and track
+/// its own connections or pass the others on in batches.
+struct Intake<'a> {
+    summary: &'a mut InputSummary,
+    decoder: Decoder,
+    local: Tracker,
+    batch: Batch,
+    batches: mpsc::SyncSender<Batch>,
+    recycled: mpsc::Receiver<Batch>,
+    filter: &'a Filter,
+}
+
+impl Intake<'_> {
+    #[inline]
+    fn packet(&mut self, packet: &Packet<'_>) {
+        let summary = &mut *self.summary;
+        summary.first_time = Some(
+            summary
+                .first_time
+                .map_or(packet.time, |t| t.min(packet.time)),
+        );
+        summary.last_time = Some(
+            summary
+                .last_time
+                .map_or(packet.time, |t| t.max(packet.time)),
+        );
+        let segment = match self.decoder.decode(packet) {
+            Decoded::Segment(segment) => segment,
+            Decoded::Skipped(reason) => return summary.skipped.add(reason),
+            Decoded::Held => return,
+        };
+        summary.tcp_segments += 1;
+        if !self.filter.matches(&segment) {
+            summary.filtered_out += 1;
+        } else if bucket_of(&segment, BUCKETS) < READER_BUCKETS {
+            self.local.observe(&segment, packet.number);
+        } else {
+            self.batch.push((segment, packet.number));
+            if self.batch.len() == BATCH_SEGMENTS {
+                let next = self
+                    .recycled
+                    .try_recv()
+                    .unwrap_or_else(|_| Vec::with_capacity(BATCH_SEGMENTS));
+                // The tracker only stops early if it failed; its join says so.
+                let _ = self.batches.send(std::mem::replace(&mut self.batch, next));
+            }
+        }
+    }
+}
+
+/// Reads the input through `read` (which hands every packet to the intake), tracks and
+/// diagnoses its connections.
+fn pipeline(
+    source: &str,
+    options: &AnalyzeOptions,
+    read: impl FnOnce(&mut Intake<'_>) -> Result<InputRead, AnalyzeError>,
+) -> Result<Analysis, AnalyzeError> {
     let mut summary = InputSummary {
         source: source.to_string(),
         ..InputSummary::default()
@@ -368,78 +574,46 @@ pub fn analyze<R: Read + Send + 'static>(
     // other tracks the rest, its segments passed over in batches.
     let (emptied, recycled) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT + 2);
     let (batches, received) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
-    let mut local = Tracker::new(options.detect, READER_BUCKETS);
-    let (read, local, tracked) = std::thread::scope(|scope| {
+    let (read, fragments, local, tracked) = std::thread::scope(|scope| {
         let remote = scope.spawn(move || track(received, emptied, options.detect));
-        let mut batch = Vec::with_capacity(BATCH_SEGMENTS);
-        let read = reader.for_each_packet(|packet| {
-            summary.first_time = Some(
-                summary
-                    .first_time
-                    .map_or(packet.time, |t| t.min(packet.time)),
-            );
-            summary.last_time = Some(
-                summary
-                    .last_time
-                    .map_or(packet.time, |t| t.max(packet.time)),
-            );
-            match decode_packet(packet) {
-                Ok(segment) => {
-                    summary.tcp_segments += 1;
-                    if !options.filter.matches(&segment) {
-                        summary.filtered_out += 1;
-                    } else if bucket_of(&segment, BUCKETS) < READER_BUCKETS {
-                        local.observe(&segment, packet.number);
-                    } else {
-                        batch.push((segment, packet.number));
-                        if batch.len() == BATCH_SEGMENTS {
-                            let next = recycled
-                                .try_recv()
-                                .unwrap_or_else(|_| Vec::with_capacity(BATCH_SEGMENTS));
-                            // The tracker only stops early if it failed; its join says so.
-                            let _ = batches.send(std::mem::replace(&mut batch, next));
-                        }
-                    }
-                }
-                Err(reason) => summary.skipped.add(reason),
-            }
-        });
+        let mut intake = Intake {
+            summary: &mut summary,
+            decoder: Decoder::new(),
+            local: Tracker::new(options.detect, READER_BUCKETS),
+            batch: Vec::with_capacity(BATCH_SEGMENTS),
+            batches,
+            recycled,
+            filter: &options.filter,
+        };
+        let read = read(&mut intake);
+        let Intake {
+            decoder,
+            local,
+            batch,
+            batches,
+            ..
+        } = intake;
         if !batch.is_empty() {
             let _ = batches.send(batch);
         }
         drop(batches);
         // Both trackers end their open connections at once, each on its own thread.
         let local = local.finish();
-        (read, local, remote.join())
+        (read, decoder.fragment_counts(), local, remote.join())
     });
-    let notes = read?;
+    let input = read?;
     let Ok(remote) = tracked else {
         return Err(AnalyzeError::Internal(
             "the connection tracker stopped".into(),
         ));
     };
-    summary.read = notes;
-    if let Some(tail) = &summary.read.truncated_tail {
-        summary.warnings.push(tail.clone());
-    }
-    if summary.read.packets_without_timestamp > 0 {
-        summary.warnings.push(format!(
-            "{} packets in Simple Packet Blocks have no timestamp; they were given the previous packet's time",
-            summary.read.packets_without_timestamp
-        ));
-    }
-    if summary.read.packets_time_out_of_range > 0 {
-        summary.warnings.push(format!(
-            "{} packets have timestamps before 1970 or after 2106; they were given the nearest end of that range",
-            summary.read.packets_time_out_of_range
-        ));
-    }
-    if summary.read.packets_unknown_interface > 0 {
-        summary.warnings.push(format!(
-            "{} packets name an interface no Interface Description Block declared; they were skipped",
-            summary.read.packets_unknown_interface
-        ));
-    }
+    summary.read = input.read;
+    summary.files = input.files;
+    summary.warnings.extend(input.warnings);
+    summary.fragments = fragments;
+    summary
+        .skipped
+        .add_many(SkipReason::IpFragment, fragments.incomplete());
     if summary.tcp_segments == 0 {
         return Err(AnalyzeError::NoTcp(describe_no_tcp(&summary)));
     }
@@ -489,7 +663,7 @@ fn describe_no_tcp(summary: &InputSummary) -> String {
         .keys()
         .all(|r| matches!(r, SkipReason::UnsupportedLinkType(_)));
     let hint = if only_link && !summary.skipped.by_reason.is_empty() {
-        "; supported link types: Ethernet (1), BSD loopback (0, 108), raw IP (12, 14, 101, 228, 229), Linux cooked (113, 276)"
+        "; supported link types: Ethernet (1), BSD loopback (0, 108), raw IP (12, 14, 101, 228, 229), Linux cooked (113, 276), PPP (9, 50, 51), FDDI (10), ATM LLC (100), 802.11 (105, with Prism 119, radiotap 127, AVS 163), NFLOG (239)"
     } else {
         ""
     };

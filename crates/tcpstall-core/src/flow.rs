@@ -259,6 +259,8 @@ pub struct Connection {
     pub duplicates: u64,
     /// The two endpoints; side 0 and side 1.
     pub endpoints: [SocketAddr; 2],
+    /// The overlay network the connection runs in ([`Segment::tunnel`]), 0 when none.
+    pub tunnel: u32,
     pub first_time: Nanos,
     pub first_packet: u64,
     syn_time: Option<Nanos>,
@@ -275,6 +277,7 @@ impl Connection {
         endpoints.swap(0, x);
         Connection {
             endpoints,
+            tunnel: segment.tunnel,
             syn_sender: None,
             first_time: segment.time,
             last_time: segment.time,
@@ -1027,7 +1030,9 @@ struct AckOutcome {
 
 /// A connection's two endpoints, lower first, packed into machine words so that
 /// hashing and comparing them is cheap: IPv4 takes the first two words (address and port
-/// in each), IPv6 all five, the last marking it IPv6 and holding the ports.
+/// in each), IPv6 all five, the last marking it IPv6 and holding the ports. The overlay
+/// network ([`Segment::tunnel`], 29 bits) takes the third word for IPv4 and the free
+/// bits of the last for IPv6.
 #[derive(Clone, Copy, Debug, Eq)]
 struct FlowKey([u64; 5]);
 
@@ -1057,16 +1062,17 @@ impl FlowKey {
     /// The key of the connection between `src` and `dst`, and the side `src` is: 0 for
     /// the lower endpoint in the order of [`SocketAddr`] (IPv4 first, then address, then
     /// port), whose IPv6 flow label and scope are always zero here.
-    fn of(src: &SocketAddr, dst: &SocketAddr) -> (FlowKey, usize) {
+    fn of(src: &SocketAddr, dst: &SocketAddr, tunnel: u32) -> (FlowKey, usize) {
+        let tunnel = u64::from(tunnel & crate::segment::MAX_TUNNEL_ID);
         if let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (src, dst) {
             let word = |a: &std::net::SocketAddrV4| {
                 u64::from(a.ip().to_bits()) << 16 | u64::from(a.port())
             };
             let (src, dst) = (word(src), word(dst));
             return if src <= dst {
-                (FlowKey([src, dst, 0, 0, 0]), 0)
+                (FlowKey([src, dst, tunnel, 0, 0]), 0)
             } else {
-                (FlowKey([dst, src, 0, 0, 0]), 1)
+                (FlowKey([dst, src, tunnel, 0, 0]), 1)
             };
         }
         let side = usize::from(src > dst);
@@ -1077,6 +1083,7 @@ impl FlowKey {
         };
         let ((a, a_v6), (b, b_v6)) = (bits(lower), bits(upper));
         let tail = V6_KEY
+            | tunnel << 34
             | a_v6 << 33
             | b_v6 << 32
             | u64::from(lower.port()) << 16
@@ -1165,7 +1172,7 @@ impl FlowTable {
     /// Feeds one segment; `packet` is its number in the capture (for evidence).
     pub fn observe(&mut self, segment: &Segment, packet: u64) {
         self.now = self.now.max(segment.time);
-        let (key, side) = FlowKey::of(&segment.src, &segment.dst);
+        let (key, side) = FlowKey::of(&segment.src, &segment.dst, segment.tunnel);
         let opening = segment.flags.syn() && !segment.flags.ack();
         let mut slot = self.index.get(&key).copied();
         if let Some(i) = slot
@@ -1227,7 +1234,11 @@ impl FlowTable {
             return;
         };
         self.free_slots.push(i);
-        let (key, _) = FlowKey::of(&connection.endpoints[0], &connection.endpoints[1]);
+        let (key, _) = FlowKey::of(
+            &connection.endpoints[0],
+            &connection.endpoints[1],
+            connection.tunnel,
+        );
         self.index.remove(&key);
         if closed {
             self.closed_recently.insert(key, connection.last_time);

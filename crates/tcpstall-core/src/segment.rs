@@ -104,7 +104,14 @@ pub struct Segment {
     /// Payload length from the IP header, even when the capture cut the payload off.
     pub payload_len: u32,
     pub options: TcpOptions,
+    /// The overlay network that carried the segment (a VXLAN or Geneve network, an NVGRE
+    /// virtual subnet), 0 when none. Two overlays may reuse the same addresses, so it is
+    /// part of a connection's identity. Never above [`MAX_TUNNEL_ID`].
+    pub tunnel: u32,
 }
+
+/// The largest overlay identifier a [`Segment`] carries (29 bits).
+pub const MAX_TUNNEL_ID: u32 = (1 << 29) - 1;
 
 impl Segment {
     /// Sequence space this segment occupies: payload plus one for SYN and one for FIN.

@@ -197,6 +197,7 @@ fn zero_window_then_update_is_receiver_window() {
         window: 0,
         payload_len: 0,
         options: TcpOptions::default(),
+        tunnel: 0,
     };
     wire.packet += 1;
     wire.table.observe(&zero, wire.packet);
@@ -264,6 +265,7 @@ fn open_connections_stay_bounded_and_late_segments_are_counted() {
             window: 1000,
             payload_len: 0,
             options: TcpOptions::default(),
+            tunnel: 0,
         };
         table.observe(&syn, u64::from(i) + 1);
         assert!(table.open_connections() <= 100);

@@ -46,6 +46,13 @@ pub fn reader<R: Read>(inner: R, total: u64, label: &str) -> ProgressReader<R> {
     }
 }
 
+/// A bar over `total` bytes that several readers advance (`inc`), when standard error is
+/// a terminal and the input is large enough to take a while.
+pub fn shared(total: u64, label: &str) -> Option<ProgressBar> {
+    let show = total >= MIN_BYTES_FOR_BAR && io::stderr().is_terminal();
+    show.then(|| bar(total, label))
+}
+
 fn bar(total: u64, label: &str) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr_with_hz(8));
     let style = ProgressStyle::with_template(

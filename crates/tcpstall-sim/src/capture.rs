@@ -172,6 +172,7 @@ pub fn to_segment(captured: &Captured, isn: [u32; 2]) -> Segment {
         flags: TcpFlags(flags),
         window,
         payload_len: s.len,
+        tunnel: 0,
         options: TcpOptions {
             mss: s.mss_option.map(|m| m.min(65_535) as u16),
             window_scale: s.window_scale,

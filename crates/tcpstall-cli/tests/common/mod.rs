@@ -2,7 +2,9 @@
 // Each test file is its own crate and uses only some of these.
 #![allow(dead_code)]
 
+pub mod compress;
 pub mod pcap;
+pub mod verdicts;
 
 use std::fs;
 use std::path::PathBuf;

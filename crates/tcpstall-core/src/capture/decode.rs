@@ -1,28 +1,22 @@
 //! Link, network and transport headers of one captured packet, down to a [`Segment`].
+//!
+//! The common case takes the fast path; everything else walks the headers layer by
+//! layer: the link (link.rs), etherparse for Ethernet, VLAN tags, IP and TCP, tunnels
+//! and label stacks (tunnel.rs) between them, fragments joined on the way
+//! (fragments.rs), until a TCP header or a reason to stop.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
 use etherparse::err::packet::SliceError;
-use etherparse::err::{Layer, ip::LaxHeaderSliceError};
-use etherparse::{EtherType, LaxNetSlice, LaxSlicedPacket, TransportSlice};
+use etherparse::err::{Layer as StopLayer, ip::LaxHeaderSliceError};
+use etherparse::{EtherType, IpNumber, LaxNetSlice, LaxSlicedPacket, TcpSlice, TransportSlice};
 
 use crate::capture::Packet;
+use crate::capture::fragments::{Fragment, FragmentCounts, FragmentKey, Fragments};
+use crate::capture::link::{self, Layer, link_type};
+use crate::capture::tunnel::{self, Inner};
 use crate::segment::{Segment, TcpFlags, TcpOptions};
-
-/// pcap LINKTYPE_ values this module decodes (tcpdump.org/linktypes.html).
-mod link {
-    pub const NULL: i32 = 0;
-    pub const ETHERNET: i32 = 1;
-    pub const RAW_OLD_A: i32 = 12;
-    pub const RAW_OLD_B: i32 = 14;
-    pub const RAW: i32 = 101;
-    pub const LOOP: i32 = 108;
-    pub const LINUX_SLL: i32 = 113;
-    pub const IPV4: i32 = 228;
-    pub const IPV6: i32 = 229;
-    pub const LINUX_SLL2: i32 = 276;
-}
 
 /// Why a packet did not become a segment. Every skipped packet is counted by reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,11 +24,17 @@ pub enum SkipReason {
     UnsupportedLinkType(i32),
     NotIp,
     NotTcp,
+    /// A piece of an IP datagram that was not reassembled (its other pieces were not
+    /// captured, or the stateless [`decode_packet`] was used).
     IpFragment,
     TruncatedHeaders,
     /// A header field that cannot be right: an IPv4 header length or TCP data offset
     /// below 5 words, an IP version that contradicts the link layer, and the like.
     MalformedHeaders,
+    /// An encrypted or compressed payload (an 802.11 protected frame, PPP's CCP or ECP).
+    Encrypted,
+    /// A header this decoder does not follow, named.
+    UnsupportedEncapsulation(&'static str),
 }
 
 impl SkipReason {
@@ -43,9 +43,13 @@ impl SkipReason {
             SkipReason::UnsupportedLinkType(t) => format!("unsupported link type {t}"),
             SkipReason::NotIp => "not IP".into(),
             SkipReason::NotTcp => "IP but not TCP".into(),
-            SkipReason::IpFragment => "IP fragment".into(),
+            SkipReason::IpFragment => "IP fragment not reassembled".into(),
             SkipReason::TruncatedHeaders => "cut off before the end of the TCP header".into(),
             SkipReason::MalformedHeaders => "malformed IP or TCP header".into(),
+            SkipReason::Encrypted => "encrypted or compressed payload".into(),
+            SkipReason::UnsupportedEncapsulation(what) => {
+                format!("unsupported encapsulation ({what})")
+            }
         }
     }
 
@@ -58,6 +62,20 @@ impl SkipReason {
             SkipReason::IpFragment => "ip_fragment".into(),
             SkipReason::TruncatedHeaders => "truncated_headers".into(),
             SkipReason::MalformedHeaders => "malformed_headers".into(),
+            SkipReason::Encrypted => "encrypted".into(),
+            SkipReason::UnsupportedEncapsulation(what) => {
+                let slug: String = what
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() {
+                            c.to_ascii_lowercase()
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                format!("unsupported_encapsulation_{slug}")
+            }
         }
     }
 }
@@ -70,70 +88,188 @@ pub struct SkipCounts {
 
 impl SkipCounts {
     pub fn add(&mut self, reason: SkipReason) {
-        *self.by_reason.entry(reason).or_insert(0) += 1;
+        self.add_many(reason, 1);
+    }
+    pub fn add_many(&mut self, reason: SkipReason, count: u64) {
+        if count > 0 {
+            *self.by_reason.entry(reason).or_insert(0) += count;
+        }
     }
     pub fn total(&self) -> u64 {
         self.by_reason.values().sum()
     }
 }
 
-/// Decodes one packet into a TCP segment, or says why it is not one.
-#[inline]
-pub fn decode_packet(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
-    let fast = match packet.link_type {
-        link::ETHERNET => crate::capture::fast::decode_ethernet_ipv4(packet),
-        link::RAW | link::IPV4 if packet.data.first().is_some_and(|b| b >> 4 == 4) => {
-            crate::capture::fast::decode_ipv4(packet, packet.data)
+/// What became of one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoded {
+    Segment(Segment),
+    Skipped(SkipReason),
+    /// A fragment kept until its datagram is whole.
+    Held,
+}
+
+/// Decodes the packets of a capture in order, joining IP fragments into datagrams.
+#[derive(Default)]
+pub struct Decoder {
+    fragments: Fragments,
+}
+
+impl Decoder {
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    #[inline]
+    pub fn decode(&mut self, packet: &Packet<'_>) -> Decoded {
+        match fast_path(packet) {
+            Some(Ok(segment)) => Decoded::Segment(segment),
+            Some(Err(reason)) => Decoded::Skipped(reason),
+            None => match decode_general(packet, Some(&mut self.fragments)) {
+                Ok(segment) => Decoded::Segment(segment),
+                Err(Stop::Skip(reason)) => Decoded::Skipped(reason),
+                Err(Stop::Held) => Decoded::Held,
+            },
         }
-        _ => None,
-    };
-    match fast {
-        Some(decoded) => decoded,
-        None => decode_general(packet),
+    }
+
+    /// Fragments seen, and those that made whole datagrams (so far).
+    pub fn fragment_counts(&self) -> FragmentCounts {
+        self.fragments.counts()
     }
 }
 
-/// Every link type and header chain, through etherparse.
+/// Decodes one packet into a TCP segment, or says why it is not one. Each packet is
+/// decoded on its own: IP fragments are skipped ([`Decoder`] joins them).
+#[inline]
+pub fn decode_packet(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
+    match fast_path(packet) {
+        Some(decoded) => decoded,
+        None => decode_general(packet, None).map_err(|stop| match stop {
+            Stop::Skip(reason) => reason,
+            Stop::Held => SkipReason::IpFragment,
+        }),
+    }
+}
+
+#[inline]
+fn fast_path(packet: &Packet<'_>) -> Option<Result<Segment, SkipReason>> {
+    match packet.link_type {
+        link_type::ETHERNET => crate::capture::fast::decode_ethernet_ipv4(packet),
+        link_type::RAW | link_type::IPV4 if packet.data.first().is_some_and(|b| b >> 4 == 4) => {
+            crate::capture::fast::decode_ipv4(packet, packet.data)
+        }
+        _ => None,
+    }
+}
+
+/// Why decoding stopped short of a segment.
+#[derive(Debug)]
+enum Stop {
+    Skip(SkipReason),
+    /// A fragment was kept for reassembly.
+    Held,
+}
+
+impl From<SkipReason> for Stop {
+    fn from(reason: SkipReason) -> Stop {
+        Stop::Skip(reason)
+    }
+}
+
+/// The layer inside a tunnel; the tunnel's overlay network, if it names one, replaces
+/// `overlay`.
+fn enter<'a>(inner: Inner<'a>, overlay: &mut u32) -> Layer<'a> {
+    *overlay = inner.overlay.unwrap_or(*overlay);
+    inner.layer
+}
+
+/// Headers followed in one packet at most: a link, a few tunnels with their own
+/// Ethernet and IP headers, and TCP fit well within it.
+const MAX_LAYERS: usize = 16;
+
+/// Every link type and header chain.
 #[inline(never)]
-fn decode_general(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
-    let data = packet.data;
-    let sliced = match packet.link_type {
-        link::ETHERNET => {
-            LaxSlicedPacket::from_ethernet(data).map_err(|_| SkipReason::TruncatedHeaders)?
-        }
-        link::RAW | link::RAW_OLD_A | link::RAW_OLD_B | link::IPV4 | link::IPV6 => from_ip(data)?,
-        link::NULL | link::LOOP => {
-            // BSD loopback: a 4-byte address family, host byte order for NULL, network for LOOP.
-            let family = data.get(..4).ok_or(SkipReason::TruncatedHeaders)?;
-            // A family value is small, so whichever byte order the capturing host used,
-            // the reading with the zero bytes in front is the right one.
-            let bytes = [family[0], family[1], family[2], family[3]];
-            let family = if packet.link_type == link::LOOP || (bytes[0] == 0 && bytes[1] == 0) {
-                u32::from_be_bytes(bytes)
-            } else {
-                u32::from_le_bytes(bytes)
-            };
-            // AF_INET is 2 everywhere; AF_INET6 is 10, 24, 28 or 30 depending on the BSD.
-            match family {
-                2 | 10 | 24 | 28 | 30 => from_ip(&data[4..])?,
-                _ => return Err(SkipReason::NotIp),
+fn decode_general(packet: &Packet<'_>, fragments: Option<&mut Fragments>) -> Result<Segment, Stop> {
+    let layer = link::link_layer(packet.link_type, packet.data)?;
+    walk(packet, layer, 0, MAX_LAYERS, fragments)
+}
+
+/// Follows the layers from `layer` down to TCP, within `budget` layers; `overlay` is
+/// the overlay network the packet is in so far (0: none).
+fn walk(
+    packet: &Packet<'_>,
+    mut layer: Layer<'_>,
+    mut overlay: u32,
+    budget: usize,
+    mut fragments: Option<&mut Fragments>,
+) -> Result<Segment, Stop> {
+    for used in 0..budget {
+        let sliced = match layer {
+            Layer::Ethernet(data) => {
+                LaxSlicedPacket::from_ethernet(data).map_err(|_| SkipReason::TruncatedHeaders)?
             }
+            Layer::EtherType(kind, data) => {
+                if let Some(inner) = tunnel::ether_type_payload(kind, data) {
+                    layer = enter(inner?, &mut overlay);
+                    continue;
+                }
+                LaxSlicedPacket::from_ether_type(EtherType(kind), data)
+            }
+            Layer::Ip(data) => from_ip(data)?,
+        };
+        // An EtherType that etherparse left undecoded, after an Ethernet header or tags.
+        if sliced.net.is_none()
+            && sliced.stop_err.is_none()
+            && let Some(payload) = sliced.ether_payload()
+            && let Some(inner) = tunnel::ether_type_payload(payload.ether_type.0, payload.payload)
+        {
+            layer = enter(inner?, &mut overlay);
+            continue;
         }
-        link::LINUX_SLL => {
-            // 16-byte header; the protocol (an EtherType) is its last two bytes.
-            let header = data.get(..16).ok_or(SkipReason::TruncatedHeaders)?;
-            let ether_type = u16::from_be_bytes([header[14], header[15]]);
-            LaxSlicedPacket::from_ether_type(EtherType(ether_type), &data[16..])
+        let network = network_payload(&sliced)?;
+        let next = match network.fragment {
+            None => transport(packet, &network, &sliced, overlay)?,
+            Some(piece) => {
+                let Some(table) = fragments.as_deref_mut() else {
+                    return Err(SkipReason::IpFragment.into());
+                };
+                let key = FragmentKey {
+                    source: network.source,
+                    destination: network.destination,
+                    identification: piece.identification,
+                    protocol: network.protocol,
+                    overlay,
+                };
+                let fragment = Fragment {
+                    offset: piece.offset,
+                    more: piece.more,
+                    captured: network.bytes,
+                    declared: network.declared,
+                };
+                let whole = table.add(key, fragment, packet.time).ok_or(Stop::Held)?;
+                let reassembled = NetworkPayload {
+                    bytes: &whole.head,
+                    declared: whole.len,
+                    fragment: None,
+                    ..network
+                };
+                // The datagram's bytes live here: what is inside is followed from here.
+                return match transport(packet, &reassembled, &sliced, overlay)? {
+                    Next::Segment(segment) => Ok(segment),
+                    Next::Inner(inner) => {
+                        let overlay = inner.overlay.unwrap_or(overlay);
+                        walk(packet, inner.layer, overlay, budget - used - 1, fragments)
+                    }
+                };
+            }
+        };
+        match next {
+            Next::Segment(segment) => return Ok(segment),
+            Next::Inner(inner) => layer = enter(inner, &mut overlay),
         }
-        link::LINUX_SLL2 => {
-            // 20-byte header; the protocol (an EtherType) is its first two bytes.
-            let header = data.get(..20).ok_or(SkipReason::TruncatedHeaders)?;
-            let ether_type = u16::from_be_bytes([header[0], header[1]]);
-            LaxSlicedPacket::from_ether_type(EtherType(ether_type), &data[20..])
-        }
-        other => return Err(SkipReason::UnsupportedLinkType(other)),
-    };
-    segment_from_sliced(packet, &sliced)
+    }
+    Err(SkipReason::UnsupportedEncapsulation("headers nested too deep").into())
 }
 
 fn from_ip(data: &[u8]) -> Result<LaxSlicedPacket<'_>, SkipReason> {
@@ -147,17 +283,31 @@ fn from_ip(data: &[u8]) -> Result<LaxSlicedPacket<'_>, SkipReason> {
     }
 }
 
-fn segment_from_sliced(
-    packet: &Packet<'_>,
-    sliced: &LaxSlicedPacket<'_>,
-) -> Result<Segment, SkipReason> {
-    let (src_ip, dst_ip, ip_payload_declared) = match &sliced.net {
+/// Where a fragment's payload belongs in its datagram.
+#[derive(Clone, Copy)]
+struct Piece {
+    offset: u32,
+    more: bool,
+    identification: u32,
+}
+
+/// The payload of an IP packet: its addresses, protocol, captured bytes, and the length
+/// its header declares (the capture may have cut the bytes short).
+#[derive(Clone, Copy)]
+struct NetworkPayload<'a> {
+    source: IpAddr,
+    destination: IpAddr,
+    protocol: u8,
+    bytes: &'a [u8],
+    declared: usize,
+    fragment: Option<Piece>,
+}
+
+fn network_payload<'a>(sliced: &LaxSlicedPacket<'a>) -> Result<NetworkPayload<'a>, SkipReason> {
+    match &sliced.net {
         Some(LaxNetSlice::Ipv4(ipv4)) => {
             let header = ipv4.header();
             let payload = ipv4.payload();
-            if payload.fragmented {
-                return Err(SkipReason::IpFragment);
-            }
             let payload_offset =
                 payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
             let total = usize::from(header.total_len());
@@ -167,18 +317,23 @@ fn segment_from_sliced(
             } else {
                 payload.payload.len()
             };
-            (
-                IpAddr::V4(header.source_addr()),
-                IpAddr::V4(header.destination_addr()),
+            let fragment = payload.fragmented.then(|| Piece {
+                offset: u32::from(header.fragments_offset().byte_offset()),
+                more: header.more_fragments(),
+                identification: u32::from(header.identification()),
+            });
+            Ok(NetworkPayload {
+                source: IpAddr::V4(header.source_addr()),
+                destination: IpAddr::V4(header.destination_addr()),
+                protocol: payload.ip_number.0,
+                bytes: payload.payload,
                 declared,
-            )
+                fragment,
+            })
         }
         Some(LaxNetSlice::Ipv6(ipv6)) => {
             let header = ipv6.header();
             let payload = ipv6.payload();
-            if payload.fragmented {
-                return Err(SkipReason::IpFragment);
-            }
             let payload_offset =
                 payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
             let total = 40 + usize::from(header.payload_length());
@@ -187,51 +342,115 @@ fn segment_from_sliced(
             } else {
                 payload.payload.len()
             };
-            (
-                IpAddr::V6(header.source_addr()),
-                IpAddr::V6(header.destination_addr()),
+            let fragment = if payload.fragmented {
+                let piece = ipv6
+                    .extensions()
+                    .clone()
+                    .into_iter()
+                    .find_map(|ext| match ext {
+                        etherparse::Ipv6ExtensionSlice::Fragment(f) => Some(Piece {
+                            offset: u32::from(f.fragment_offset().byte_offset()),
+                            more: f.more_fragments(),
+                            identification: f.identification(),
+                        }),
+                        _ => None,
+                    });
+                Some(piece.ok_or(SkipReason::IpFragment)?)
+            } else {
+                None
+            };
+            Ok(NetworkPayload {
+                source: IpAddr::V6(header.source_addr()),
+                destination: IpAddr::V6(header.destination_addr()),
+                protocol: payload.ip_number.0,
+                bytes: payload.payload,
                 declared,
-            )
+                fragment,
+            })
         }
-        Some(LaxNetSlice::Arp(_)) | None => {
-            return Err(match &sliced.stop_err {
-                Some((error, _)) if sliced.link.is_some() && is_ip_ether_type(sliced) => {
-                    stop_reason(error)
+        Some(LaxNetSlice::Arp(_)) | None => Err(match &sliced.stop_err {
+            Some((error, _)) if sliced.link.is_some() && is_ip_ether_type(sliced) => {
+                stop_reason(error)
+            }
+            // IP after a tunnel or a link header of this module's, cut or malformed.
+            Some((error, StopLayer::Ipv4Header | StopLayer::Ipv6Header)) => stop_reason(error),
+            _ => SkipReason::NotIp,
+        }),
+    }
+}
+
+/// What comes after an IP header.
+enum Next<'a> {
+    Segment(Segment),
+    Inner(Inner<'a>),
+}
+
+/// The transport (or tunnel) an IP payload carries.
+fn transport<'a>(
+    packet: &Packet<'_>,
+    network: &NetworkPayload<'a>,
+    sliced: &LaxSlicedPacket<'a>,
+    overlay: u32,
+) -> Result<Next<'a>, SkipReason> {
+    match IpNumber(network.protocol) {
+        IpNumber::TCP => {
+            let tcp = match &sliced.transport {
+                Some(TransportSlice::Tcp(tcp))
+                    if network.fragment.is_none()
+                        && tcp.slice().as_ptr() == network.bytes.as_ptr() =>
+                {
+                    tcp.clone()
                 }
-                _ => SkipReason::NotIp,
-            });
+                _ => TcpSlice::from_slice(network.bytes).map_err(|e| match e {
+                    etherparse::err::tcp::HeaderSliceError::Len(_) => SkipReason::TruncatedHeaders,
+                    etherparse::err::tcp::HeaderSliceError::Content(_) => {
+                        SkipReason::MalformedHeaders
+                    }
+                })?,
+            };
+            Ok(Next::Segment(segment(packet, network, &tcp, overlay)))
         }
-    };
-    let tcp = match &sliced.transport {
-        Some(TransportSlice::Tcp(tcp)) => tcp,
-        Some(_) => return Err(SkipReason::NotTcp),
-        None => {
-            let ip_number = sliced
-                .net
-                .as_ref()
-                .and_then(|n| n.ip_payload_ref())
-                .map(|p| p.ip_number);
-            return Err(match &sliced.stop_err {
-                Some((error, Layer::TcpHeader)) => stop_reason(error),
-                _ if ip_number == Some(etherparse::IpNumber::TCP) => SkipReason::TruncatedHeaders,
-                _ => SkipReason::NotTcp,
-            });
+        IpNumber::UDP => {
+            let [sp_hi, sp_lo, dp_hi, dp_lo, _, _, _, _, ref payload @ ..] = *network.bytes else {
+                return Err(SkipReason::NotTcp);
+            };
+            let source = u16::from_be_bytes([sp_hi, sp_lo]);
+            let destination = u16::from_be_bytes([dp_hi, dp_lo]);
+            match tunnel::udp_payload(source, destination, payload) {
+                Some(inner) => Ok(Next::Inner(inner?)),
+                None => Err(SkipReason::NotTcp),
+            }
         }
-    };
+        // IPv4 in IP (RFC 2003), IPv6 in IP (RFC 4213 3.5, RFC 2473).
+        IpNumber::IPV4 | IpNumber::IPV6 => Ok(Next::Inner(Inner {
+            layer: Layer::Ip(network.bytes),
+            overlay: None,
+        })),
+        IpNumber::GRE => Ok(Next::Inner(tunnel::gre(network.bytes)?)),
+        _ => Err(SkipReason::NotTcp),
+    }
+}
+
+fn segment(
+    packet: &Packet<'_>,
+    network: &NetworkPayload<'_>,
+    tcp: &TcpSlice<'_>,
+    overlay: u32,
+) -> Segment {
     let header_len = tcp.header_slice().len();
-    let payload_len = ip_payload_declared.saturating_sub(header_len) as u32;
-    let options = tcp_options(tcp.options());
-    Ok(Segment {
+    let payload_len = network.declared.saturating_sub(header_len) as u32;
+    Segment {
         time: packet.time,
-        src: SocketAddr::new(src_ip, tcp.source_port()),
-        dst: SocketAddr::new(dst_ip, tcp.destination_port()),
+        src: SocketAddr::new(network.source, tcp.source_port()),
+        dst: SocketAddr::new(network.destination, tcp.destination_port()),
         seq: tcp.sequence_number(),
         ack: tcp.acknowledgment_number(),
         flags: TcpFlags(tcp.header_slice()[13] & 0x3f),
         window: tcp.window_size(),
         payload_len,
-        options,
-    })
+        options: tcp_options(tcp.options()),
+        tunnel: overlay,
+    }
 }
 
 /// Why etherparse stopped: too few bytes, or a field that cannot be right.
@@ -379,10 +598,17 @@ mod tests {
             let packet = Packet {
                 number: 1,
                 time: 7,
-                link_type: link::ETHERNET,
+                link_type: link_type::ETHERNET,
                 data,
             };
-            assert_eq!(decode_packet(&packet), decode_general(&packet), "frame {i}");
+            let general = decode_general(&packet, None).map_err(|stop| match stop {
+                Stop::Skip(reason) => reason,
+                Stop::Held => unreachable!("no fragment table"),
+            });
+            if let Some(fast) = fast_path(&packet) {
+                assert_eq!(fast, general, "frame {i}");
+            }
+            assert_eq!(decode_packet(&packet), general, "frame {i}");
         }
     }
 

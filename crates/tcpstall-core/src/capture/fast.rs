@@ -1,6 +1,7 @@
 //! The common case, decoded without building a whole sliced packet: Ethernet (or a raw
-//! IP link) carrying IPv4 carrying a complete TCP header. Anything else, or anything
-//! unusual about these headers, is left to the general decoder.
+//! IP link) carrying IPv4 carrying a complete TCP header. Anything else (fragments,
+//! tunnels, other links), or anything unusual about these headers, is left to the
+//! general decoder.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
@@ -49,12 +50,16 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
         return None;
     }
     // More fragments, or an offset: a piece of a datagram (the top bit is reserved, the
-    // next is Don't Fragment).
+    // next is Don't Fragment), for the general decoder to reassemble.
     if u16::from_be_bytes([frag_hi, frag_lo]) & 0x3fff != 0 {
-        return Some(Err(SkipReason::IpFragment));
+        return None;
     }
     if protocol != IPPROTO_TCP {
-        return Some(Err(SkipReason::NotTcp));
+        // UDP, GRE and IP itself may carry a tunnel with TCP inside.
+        return match protocol {
+            IPPROTO_IPIP | IPPROTO_UDP | IPPROTO_IPV6 | IPPROTO_GRE => None,
+            _ => Some(Err(SkipReason::NotTcp)),
+        };
     }
     let total_len = usize::from(u16::from_be_bytes([len_hi, len_lo]));
     let source = Ipv4Addr::from_bits(be_u32(&ip[12..16]));
@@ -82,10 +87,16 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
         window: be_u16(&tcp[14..16]),
         payload_len: payload_len as u32,
         options: crate::capture::decode::tcp_options(&tcp[20..tcp_header_len]),
+        tunnel: 0,
     }))
 }
 
+/// IP protocol numbers (IANA): TCP, and those a tunnel may ride on.
 const IPPROTO_TCP: u8 = 6;
+const IPPROTO_IPIP: u8 = 4;
+const IPPROTO_UDP: u8 = 17;
+const IPPROTO_IPV6: u8 = 41;
+const IPPROTO_GRE: u8 = 47;
 
 fn be_u16(bytes: &[u8]) -> u16 {
     u16::from_be_bytes([bytes[0], bytes[1]])

@@ -1,14 +1,26 @@
 //! Capture input and output: pcap/pcapng files in, [`Segment`](crate::segment::Segment)s out.
 
+mod compressed;
 mod decode;
 mod fast;
+mod fragments;
+mod link;
+mod multi;
 mod reader;
+mod tunnel;
 mod writer;
 
 use std::io;
 
-pub use decode::{SkipCounts, SkipReason, decode_packet};
-pub use reader::{CaptureFormat, CaptureReader, MAX_RECORD_BYTES, MAX_TIME, Packet, ReadNotes};
+pub use compressed::Compression;
+pub use decode::{Decoded, Decoder, SkipCounts, SkipReason, decode_packet};
+pub use fragments::FragmentCounts;
+pub use multi::{
+    FileError, FileNotes, MergedCaptures, MergedNotes, OnFileError, ProgressFn, expand_paths,
+};
+pub use reader::{
+    CaptureFormat, CaptureReader, MAX_RECORD_BYTES, MAX_TIME, Packet, ReadNotes, ReadStep,
+};
 pub use writer::PcapWriter;
 
 /// Why a capture could not be read at all.

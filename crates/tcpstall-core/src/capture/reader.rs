@@ -14,6 +14,7 @@ use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 use crate::capture::CaptureError;
+use crate::capture::compressed::{self, Compression};
 use crate::segment::{NANOS_PER_SEC, Nanos};
 
 /// Initial read buffer: large enough that a refill is rare, small enough to be cheap.
@@ -69,6 +70,10 @@ pub struct ReadNotes {
     /// Packets whose timestamp fell before 1970 or after 2106 (pcapng timestamps and
     /// offsets can say so); they were given the nearest end of that range.
     pub packets_time_out_of_range: u64,
+    /// The compression the capture came in, if any.
+    pub compression: Option<Compression>,
+    /// A compressed stream that ended early or turned corrupt: the packets before were read.
+    pub compressed_stream_cut: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -156,15 +161,54 @@ pub struct CaptureReader {
     /// modified format).
     pcap_big_endian: bool,
     pcap_record_header: usize,
+    /// Where the decompressing thread says why a compressed stream ended early.
+    stream_note: Option<compressed::StreamNote>,
+    started: bool,
+    finished: bool,
+    /// Set when paused: the time of the packet the reader stopped at.
+    next_time: Option<Nanos>,
+}
+
+/// Where [`CaptureReader::read_until`] stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadStep {
+    /// At a packet later than asked for: [`CaptureReader::next_time`] says when.
+    Paused,
+    /// At the end of the capture.
+    Finished,
 }
 
 impl CaptureReader {
     /// Detects the format from the first bytes and prepares to stream packets.
     pub fn new<R: Read + Send + 'static>(input: R) -> Result<Self, CaptureError> {
-        let mut input = FillReader { inner: input };
+        let mut input: FillReader<Box<dyn Read + Send>> = FillReader {
+            inner: Box::new(input),
+        };
         let mut head = vec![0u8; 24];
         let got = input.read(&mut head).map_err(CaptureError::Io)?;
         head.truncate(got);
+        let compression = Compression::from_magic(&head);
+        let mut stream_note = None;
+        if let Some(compression) = compression {
+            let compressed = io::Cursor::new(std::mem::take(&mut head)).chain(input.inner);
+            let (decompressed, note) = compressed::decompress(compressed, compression);
+            input = FillReader {
+                inner: Box::new(decompressed),
+            };
+            stream_note = Some(note);
+            head.resize(24, 0);
+            let got = input.read(&mut head).map_err(CaptureError::Io)?;
+            head.truncate(got);
+            if head.is_empty() {
+                let why = stream_note
+                    .as_ref()
+                    .and_then(|n| n.lock().ok()?.clone())
+                    .unwrap_or_else(|| format!("the {} stream is empty", compression.name()));
+                return Err(CaptureError::NotACapture {
+                    detail: format!("{why}, before any capture header"),
+                });
+            }
+        }
         let format = detect_format(&head)?;
         let mut capacity = BUFFER_BYTES;
         if format == CaptureFormat::PcapNg {
@@ -200,8 +244,13 @@ impl CaptureReader {
             interfaces: Vec::new(),
             notes: ReadNotes {
                 format: Some(format),
+                compression,
                 ..ReadNotes::default()
             },
+            stream_note,
+            started: false,
+            finished: false,
+            next_time: None,
             last_time: 0,
             section_big_endian: false,
             capacity,
@@ -219,16 +268,40 @@ impl CaptureReader {
         mut self,
         mut on_packet: impl FnMut(&Packet<'_>),
     ) -> Result<ReadNotes, CaptureError> {
-        if self.format == CaptureFormat::Pcap {
-            self.read_pcap_header()?;
+        self.read_until(Nanos::MAX, &mut on_packet)?;
+        Ok(self.notes)
+    }
+
+    /// Calls `on_packet` for every packet, in file order, until the next packet's time is
+    /// after `until` (then [`ReadStep::Paused`], and [`Self::next_time`] says when it is)
+    /// or the capture ends ([`ReadStep::Finished`]). Several captures are merged in time
+    /// order this way; `Nanos::MIN` reads the headers and stops at the first packet.
+    pub fn read_until(
+        &mut self,
+        until: Nanos,
+        on_packet: &mut impl FnMut(&Packet<'_>),
+    ) -> Result<ReadStep, CaptureError> {
+        if self.finished {
+            return Ok(ReadStep::Finished);
         }
+        if !self.started {
+            self.started = true;
+            if self.format == CaptureFormat::Pcap {
+                self.read_pcap_header()?;
+            }
+        }
+        self.next_time = None;
+        // Each turn consumes at least one record or block, or ends the capture.
         loop {
             if self.format == CaptureFormat::Pcap {
                 // No shifting of the rest of the buffer here: a refill shifts what is
                 // left, and by then that is less than one record.
-                let used = self.pcap_records(&mut on_packet);
+                let used = self.pcap_records(until, on_packet);
                 self.inner.consume_noshift(used);
                 self.notes.bytes_read += used as u64;
+                if self.next_time.is_some() {
+                    return Ok(ReadStep::Paused);
+                }
             }
             let len = match self.next_frame()? {
                 Frame::Whole(len) => len,
@@ -239,12 +312,52 @@ impl CaptureReader {
                 }
             };
             if self.format == CaptureFormat::PcapNg {
-                self.pcapng_block(len, &mut on_packet)?;
+                if let Some(time) = self.pcapng_packet_time(len)
+                    && time > until
+                {
+                    self.next_time = Some(time);
+                    return Ok(ReadStep::Paused);
+                }
+                self.pcapng_block(len, on_packet)?;
                 self.inner.consume_noshift(len);
                 self.notes.bytes_read += len as u64;
             }
         }
-        Ok(self.notes)
+        self.finished = true;
+        if let Some(note) = &self.stream_note {
+            self.notes.compressed_stream_cut = note.lock().ok().and_then(|n| n.clone());
+        }
+        Ok(ReadStep::Finished)
+    }
+
+    /// The time of the packet a paused reader stops at.
+    pub fn next_time(&self) -> Option<Nanos> {
+        self.next_time
+    }
+
+    /// What was noticed so far (all of it once the reader has finished).
+    pub fn notes(&self) -> &ReadNotes {
+        &self.notes
+    }
+
+    /// The time of the pcapng packet block whole in the buffer (`len` bytes), when it is
+    /// one with a timestamp on a declared interface.
+    fn pcapng_packet_time(&self, len: usize) -> Option<Nanos> {
+        let data = self.inner.data();
+        let big_endian = self.block_byte_order(data).ok()?;
+        let field = |at: usize| Some(read_u32(data.get(at..at + 4)?, big_endian));
+        let if_id = match field(0)? {
+            block::ENHANCED_PACKET if len >= 32 => field(8)? as usize,
+            block::PACKET if len >= 32 => usize::from(if big_endian {
+                u16::from_be_bytes([data[8], data[9]])
+            } else {
+                u16::from_le_bytes([data[8], data[9]])
+            }),
+            _ => return None,
+        };
+        let iface = self.interfaces.get(if_id)?;
+        let units = (u64::from(field(12)?) << 32) | u64::from(field(16)?);
+        Some(clamp_time(iface_time(units, *iface)).0)
     }
 
     /// The classic pcap file header: pcap-parser hands it over first.
@@ -367,7 +480,8 @@ impl CaptureReader {
     /// fraction, captured length, original length, data); returns the bytes they take.
     /// A record the buffer cuts, or one over the length limit, is left to
     /// [`Self::next_frame`], which refills the buffer or says what is wrong.
-    fn pcap_records(&mut self, on_packet: &mut impl FnMut(&Packet<'_>)) -> usize {
+    /// Stops before a record whose time is after `until`, and notes that time.
+    fn pcap_records(&mut self, until: Nanos, on_packet: &mut impl FnMut(&Packet<'_>)) -> usize {
         let iface = self.interfaces[0];
         let header = self.pcap_record_header;
         let big_endian = self.pcap_big_endian;
@@ -387,7 +501,12 @@ impl CaptureReader {
             // 2^32 times at most 10^3.
             let nanos = u64::from(read_u32(&head[0..4], big_endian)) * NANOS_PER_SEC as u64
                 + u64::from(read_u32(&head[4..8], big_endian)) * nanos_per_unit;
-            let time = clamp_time(i128::from(nanos), &mut self.notes.packets_time_out_of_range);
+            let (time, out_of_range) = clamp_time(i128::from(nanos));
+            if time > until {
+                self.next_time = Some(time);
+                break;
+            }
+            self.notes.packets_time_out_of_range += u64::from(out_of_range);
             self.notes.packets += 1;
             self.last_time = time;
             on_packet(&Packet {
@@ -445,10 +564,8 @@ impl CaptureReader {
                     return Ok(());
                 };
                 let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
-                let time = clamp_time(
-                    iface_time(units, iface),
-                    &mut self.notes.packets_time_out_of_range,
-                );
+                let (time, out_of_range) = clamp_time(iface_time(units, iface));
+                self.notes.packets_time_out_of_range += u64::from(out_of_range);
                 self.last_time = time;
                 let caplen = (epb.caplen as usize).min(epb.data.len());
                 on_packet(&Packet {
@@ -507,10 +624,8 @@ impl CaptureReader {
         };
         let units = (u64::from(field(12)) << 32) | u64::from(field(16));
         let caplen = (field(20) as usize).min(len - HEADER - 4);
-        let time = clamp_time(
-            iface_time(units, iface),
-            &mut self.notes.packets_time_out_of_range,
-        );
+        let (time, out_of_range) = clamp_time(iface_time(units, iface));
+        self.notes.packets_time_out_of_range += u64::from(out_of_range);
         self.last_time = time;
         on_packet(&Packet {
             number: self.notes.packets,
@@ -620,14 +735,10 @@ fn iface_time(units: u64, iface: Interface) -> i128 {
         + i128::from(iface.offset_secs) * i128::from(NANOS_PER_SEC)
 }
 
-/// Keeps a packet time between 1970 and the end of 2106, counting those moved.
-fn clamp_time(nanos: i128, out_of_range: &mut u64) -> Nanos {
-    if (0..=i128::from(MAX_TIME)).contains(&nanos) {
-        nanos as Nanos
-    } else {
-        *out_of_range += 1;
-        nanos.clamp(0, i128::from(MAX_TIME)) as Nanos
-    }
+/// Keeps a packet time between 1970 and the end of 2106; says whether it was moved.
+fn clamp_time(nanos: i128) -> (Nanos, bool) {
+    let clamped = nanos.clamp(0, i128::from(MAX_TIME)) as Nanos;
+    (clamped, i128::from(clamped) != nanos)
 }
 
 /// Timestamp units per second from pcapng's if_tsresol: 10^n, or 2^n when the top bit

@@ -35,6 +35,12 @@ pub struct JsonTool {
 pub struct JsonInput {
     pub source: String,
     pub format: Option<&'static str>,
+    /// `"gzip"` or `"zstd"` when the capture came compressed.
+    pub compression: Option<&'static str>,
+    /// Each file, when several were read as one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<JsonFile>,
+    pub ip_fragments: JsonFragments,
     pub packets: u64,
     pub tcp_segments: u64,
     pub filtered_out: u64,
@@ -46,6 +52,25 @@ pub struct JsonInput {
     pub duration: f64,
     pub skipped: BTreeMap<String, u64>,
     pub warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct JsonFile {
+    pub path: String,
+    pub format: Option<&'static str>,
+    pub compression: Option<&'static str>,
+    pub packets: u64,
+    /// Why the file could not be read, or not to its end.
+    pub error: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct JsonFragments {
+    /// IP fragments seen.
+    pub seen: u64,
+    /// Fragments joined into whole datagrams, and those datagrams.
+    pub reassembled: u64,
+    pub datagrams: u64,
 }
 
 #[derive(Serialize)]
@@ -183,6 +208,24 @@ pub fn build(analysis: &Analysis) -> JsonReport {
         input: JsonInput {
             source: analysis.input.source.clone(),
             format: analysis.input.read.format.map(|f| f.name()),
+            compression: analysis.input.read.compression.map(|c| c.name()),
+            files: analysis
+                .input
+                .files
+                .iter()
+                .map(|f| JsonFile {
+                    path: f.path.display().to_string(),
+                    format: f.notes.format.map(|f| f.name()),
+                    compression: f.notes.compression.map(|c| c.name()),
+                    packets: f.notes.packets,
+                    error: f.error.clone(),
+                })
+                .collect(),
+            ip_fragments: JsonFragments {
+                seen: analysis.input.fragments.fragments,
+                reassembled: analysis.input.fragments.reassembled_fragments,
+                datagrams: analysis.input.fragments.datagrams,
+            },
             packets: analysis.input.read.packets,
             tcp_segments: analysis.input.tcp_segments,
             filtered_out: analysis.input.filtered_out,

@@ -25,15 +25,26 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     let input = &analysis.input;
     let origin = input.first_time.unwrap_or(0);
     let span = input.last_time.unwrap_or(origin) - origin;
+    let format = input.read.format.map_or("capture", |f| f.name());
+    let format = match input.read.compression {
+        Some(compression) => format!("{format} ({})", compression.name()),
+        None => format.to_string(),
+    };
     let _ = writeln!(
         out,
-        "{}: {}, {} packets, {} TCP segments, {:.3} s",
+        "{}: {format}, {} packets, {} TCP segments, {:.3} s",
         input.source,
-        input.read.format.map_or("capture", |f| f.name()),
         input.read.packets,
         input.tcp_segments,
         secs(span)
     );
+    if input.fragments.datagrams > 0 {
+        let _ = writeln!(
+            out,
+            "joined {} IP fragments into {} datagrams",
+            input.fragments.reassembled_fragments, input.fragments.datagrams
+        );
+    }
     let skipped = input.skipped.total();
     if skipped > 0 {
         let reasons: Vec<String> = input

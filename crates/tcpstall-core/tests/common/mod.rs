@@ -89,6 +89,7 @@ impl Wire {
             window: self.window,
             payload_len: len,
             options,
+            tunnel: 0,
         };
         self.packet += 1;
         self.table.observe(&segment, self.packet);

@@ -1,0 +1,224 @@
+//! Several capture files read as one: a ring of files (the connection runs across them),
+//! a directory, two capture points interleaved in time, compressed members, and files
+//! that cannot be read (named, the others read; or the run stops).
+
+use std::path::PathBuf;
+
+mod common;
+use common::compress::gzip_stored;
+use common::pcap::*;
+use common::verdicts::*;
+use common::{TempDir, check_refused, parse_report, text};
+
+/// The shipped records as classic pcap files, one per group of `groups`.
+fn pcap_files(groups: &[Vec<Record>]) -> Vec<Vec<u8>> {
+    groups
+        .iter()
+        .map(|records| {
+            let records: Vec<PcapRecord> = records
+                .iter()
+                .map(|r| PcapRecord::whole(r, r.frame.clone(), false))
+                .collect();
+            write_pcap(Endian::Little, false, 1, 262_144, &records)
+        })
+        .collect()
+}
+
+/// The shipped records cut into `n` consecutive runs: a ring of `n` files.
+fn ring(n: usize) -> Vec<Vec<Record>> {
+    let records = original_records();
+    let per_file = records.len().div_ceil(n);
+    records.chunks(per_file).map(|c| c.to_vec()).collect()
+}
+
+fn write_all(dir: &TempDir, names: &[&str], files: &[Vec<u8>]) -> Vec<PathBuf> {
+    names
+        .iter()
+        .zip(files)
+        .map(|(name, bytes)| dir.write(name, bytes))
+        .collect()
+}
+
+fn analyze_paths(paths: &[PathBuf], extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["analyze", "--json"];
+    args.extend(extra);
+    let paths: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    args.extend(paths.iter().map(String::as_str));
+    run(&args)
+}
+
+#[test]
+fn a_ring_of_three_files_named_out_of_order_is_one_connection() {
+    let dir = TempDir::new("many-files", "ring");
+    let files = pcap_files(&ring(3));
+    let mut paths = write_all(&dir, &["t.pcap", "t.pcap1", "t.pcap2"], &files);
+    // Named last first: the files are put in time order all the same.
+    paths.reverse();
+    let out = analyze_paths(&paths, &[]);
+    let report = parse_report(&out, "ring");
+    assert_same_verdicts(&report, "ring", "pcap", Family::V4);
+    assert_eq!(report["input"]["files"].as_array().map(Vec::len), Some(3));
+    assert!(
+        report["input"]["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("3 files")
+    );
+}
+
+#[test]
+fn a_directory_of_compressed_ring_files() {
+    let dir = TempDir::new("many-files", "directory");
+    let ring_dir = dir.0.join("ring");
+    std::fs::create_dir(&ring_dir).unwrap();
+    for (i, bytes) in pcap_files(&ring(4)).iter().enumerate() {
+        let name = format!("trace{}.pcap.gz", i + 8); // trace8 .. trace11
+        std::fs::write(ring_dir.join(name), gzip_stored(bytes)).unwrap();
+    }
+    std::fs::write(ring_dir.join(".hidden"), b"not read").unwrap();
+    let out = analyze_paths(&[ring_dir], &[]);
+    let report = parse_report(&out, "directory");
+    assert_same_verdicts(&report, "directory", "pcap", Family::V4);
+    assert_eq!(report["input"]["compression"], "gzip");
+    let files: Vec<String> = report["input"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            f["path"]
+                .as_str()
+                .unwrap()
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [
+            "trace8.pcap.gz",
+            "trace9.pcap.gz",
+            "trace10.pcap.gz",
+            "trace11.pcap.gz"
+        ]
+    );
+}
+
+#[test]
+fn two_capture_points_interleaved_in_time() {
+    // Each direction captured on its own (as on two interfaces): the merge interleaves
+    // them packet by packet.
+    let (client, server): (Vec<Record>, Vec<Record>) = original_records()
+        .iter()
+        .cloned()
+        .partition(|r| r.sent_by_client());
+    let dir = TempDir::new("many-files", "interleaved");
+    let paths = write_all(
+        &dir,
+        &["server.pcap", "client.pcap"],
+        &pcap_files(&[server, client]),
+    );
+    let out = analyze_paths(&paths, &[]);
+    let report = parse_report(&out, "interleaved");
+    assert_same_verdicts(&report, "interleaved", "pcap", Family::V4);
+}
+
+#[test]
+fn pcap_and_pcapng_files_together() {
+    let parts = ring(2);
+    let e = Endian::Big;
+    let mut pcapng = ng_section_header(e);
+    pcapng.extend(ng_interface(e, 1, None, None));
+    for r in &parts[1] {
+        pcapng.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+    }
+    let dir = TempDir::new("many-files", "mixed");
+    let first = pcap_files(&parts[..1]).remove(0);
+    let paths = write_all(&dir, &["a.pcap", "b.pcapng"], &[first, pcapng]);
+    let out = analyze_paths(&paths, &[]);
+    let report = parse_report(&out, "mixed");
+    // Two formats: the input's is none of them; each file says its own.
+    assert!(report["input"]["format"].is_null());
+    let formats: Vec<&str> = report["input"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["format"].as_str().unwrap())
+        .collect();
+    assert_eq!(formats, ["pcap", "pcapng"]);
+    assert_eq!(
+        report["connections"][0]["stalls"].as_array().unwrap().len(),
+        STALLS
+    );
+}
+
+#[test]
+fn a_file_that_cannot_be_read_is_named_and_the_others_are_read() {
+    let dir = TempDir::new("many-files", "bad_file");
+    let mut files = pcap_files(&ring(2));
+    files.push(b"this is not a capture\n".to_vec());
+    // A capture that breaks after its first packets: a record claiming 4 GiB.
+    let mut broken = pcap_files(&[original_records()[..3].to_vec()]).remove(0);
+    broken.extend(u32::MAX.to_le_bytes().repeat(4));
+    broken.extend([0u8; 32]);
+    files.push(broken);
+    let paths = write_all(
+        &dir,
+        &["a.pcap", "b.pcap", "notes.txt", "broken.pcap"],
+        &files,
+    );
+    let out = analyze_paths(&paths, &[]);
+    let report = parse_report(&out, "bad file");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("notes.txt") && stderr.contains("not a capture"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("broken.pcap") && stderr.contains("4294967"),
+        "{stderr}"
+    );
+    let warnings = report["input"]["warnings"].to_string();
+    assert!(warnings.contains("notes.txt"), "{warnings}");
+    assert!(warnings.contains("broken.pcap"), "{warnings}");
+    let files = report["input"]["files"].as_array().unwrap();
+    assert!(
+        files[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a capture")
+    );
+    // The broken file's three good packets were read too (duplicates of the others').
+    assert_eq!(files[3]["packets"].as_u64(), Some(3));
+    let stalls = report["connections"][0]["stalls"].as_array().unwrap();
+    assert_eq!(stalls.len(), STALLS);
+}
+
+#[test]
+fn stop_on_file_error_ends_the_run_naming_the_file() {
+    let dir = TempDir::new("many-files", "stop");
+    let mut files = pcap_files(&ring(2));
+    files.push(b"this is not a capture\n".to_vec());
+    let paths = write_all(&dir, &["a.pcap", "b.pcap", "notes.txt"], &files);
+    let out = analyze_paths(&paths, &["--stop-on-file-error"]);
+    check_refused(&out, "stop", &["notes.txt", "not a capture"]);
+}
+
+#[test]
+fn no_readable_file_at_all_is_an_error() {
+    let dir = TempDir::new("many-files", "none");
+    let paths = write_all(
+        &dir,
+        &["x.txt", "y.txt"],
+        &[b"xx\n\n".to_vec(), b"".to_vec()],
+    );
+    let out = analyze_paths(&paths, &[]);
+    check_refused(&out, "none", &["no file could be read", "x.txt", "y.txt"]);
+}
+
+#[test]
+fn standard_input_does_not_mix_with_files() {
+    let out = run(&["analyze", "-", ORIGINAL]);
+    check_refused(&out, "stdin and a file", &["standard input"]);
+}
