@@ -2,6 +2,10 @@
 # Speed near the hardware's limit, and memory on huge captures.
 #
 #   bench/trust-at-scale.sh [SIZE] [CONNECTIONS]     defaults: 1G, 3000000
+#   BASELINE=/path/to/an/older/tcpstall bench/trust-at-scale.sh
+#
+# With BASELINE, that build of tcpstall runs in the same turns and its ratio is printed
+# (for example a build of an earlier commit, to see what a change costs).
 #
 # On one synthetic capture of SIZE (page cache warm), in one run: the floor (cat to
 # /dev/null, and a pcap record walk through tcpstall's own reader), a bare flow count
@@ -75,11 +79,19 @@ for _ in 1 2 3; do
     take walk "$bin/examples/record_walk" "$file"
     take flows "$bin/examples/flow_count" "$file"
     take tcpstall "$bin/tcpstall" analyze "$file"
+    if [ -n "${BASELINE:-}" ]; then
+        take baseline "$BASELINE" analyze "$file"
+    fi
 done
 cat_s=${best_s[cat]} cat_k=${best_k[cat]}
 walk_s=${best_s[walk]} walk_k=${best_k[walk]}
 flow_s=${best_s[flows]} flow_k=${best_k[flows]}
 ts_s=${best_s[tcpstall]} ts_k=${best_k[tcpstall]}
+if [ -n "${BASELINE:-}" ]; then
+    base_s=${best_s[baseline]} base_k=${best_k[baseline]}
+    echo "baseline $BASELINE: ${base_s} s, peak RSS $((base_k / 1024)) MB;" \
+        "tcpstall takes $(awk -v a="$ts_s" -v b="$base_s" 'BEGIN { printf "%.2f", a / b }')x its time"
+fi
 measure tcptrace tcptrace -n "$file"; tt_s=$secs tt_k=$rss
 measure tshark tshark -q -z conv,tcp -r "$file"; sh_s=$secs sh_k=$rss
 
