@@ -151,6 +151,30 @@ pub struct Fix {
     pub saves: Nanos,
 }
 
+/// The stalls one side held, and what they point to: who delayed the ACKs and with
+/// which timer, the application pattern, and the fixes. A connection can stall both ways
+/// (a request held by the client, its reply by the server), each with its own story.
+#[derive(Clone, Debug)]
+pub struct DirectionDiagnosis {
+    /// The side that held the data, and the one whose ACKs it waited for.
+    pub holder: Role,
+    pub holder_endpoint: SocketAddr,
+    pub delayer: Role,
+    pub delayer_endpoint: SocketAddr,
+    /// Its stalls: how many, how long in all, and the ACK delays behind them.
+    pub stall_count: usize,
+    pub time_lost: Nanos,
+    pub ack_delay_time: Nanos,
+    /// How many of them Nagle held.
+    pub nagle_stalls: usize,
+    pub delayed_ack: Option<DelayedAckProfile>,
+    pub pattern: Option<Pattern>,
+    /// The holder's Nagle held data behind full-sized segments only: classic Nagle,
+    /// which Minshall's variant would not do.
+    pub classic_nagle_evidence: bool,
+    pub fixes: Vec<Fix>,
+}
+
 /// Everything concluded about one connection.
 #[derive(Clone, Debug)]
 pub struct ConnectionDiagnosis {
@@ -181,13 +205,15 @@ pub struct ConnectionDiagnosis {
     pub verdict: Verdict,
     pub stall_count: usize,
     pub time_lost: Nanos,
+    /// Each direction that stalled, the one that lost the most time first.
+    pub directions: Vec<DirectionDiagnosis>,
+    /// The first direction's, for a reader that wants one answer.
     pub delayed_ack: Option<DelayedAckProfile>,
     pub pattern: Option<Pattern>,
     pub holder: Option<Role>,
     pub delayer: Option<Role>,
-    /// The holder's Nagle held data behind full-sized segments only: classic Nagle,
-    /// which Minshall's variant would not do.
     pub classic_nagle_evidence: bool,
+    /// Every direction's fixes, the first direction's first.
     pub fixes: Vec<Fix>,
 }
 
@@ -287,35 +313,35 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
             .map(|(n, _)| *n as usize)
             .sum::<usize>();
 
-    let delayer_side = most_common(tcp_stalls.iter().filter_map(|e| e.delayer));
-    let holder_side = most_common(tcp_stalls.iter().filter_map(|e| e.holder));
-    let delays: Vec<Nanos> = tcp_stalls
-        .iter()
-        .filter(|e| e.delayer == delayer_side)
-        .filter_map(|e| e.ack_delay)
+    let mut directions: Vec<DirectionDiagnosis> = [0, 1]
+        .into_iter()
+        .filter_map(|holder| {
+            let held: Vec<&StallEvent> = tcp_stalls
+                .iter()
+                .copied()
+                .filter(|e| e.holder == Some(holder))
+                .collect();
+            direction_diagnosis(&held, holder, side_roles, connection.endpoints)
+        })
         .collect();
-    let delayed_ack = match (delayer_side, delays.is_empty()) {
-        (Some(side), false) => {
-            let (median, min, max, timer) = infer_timer(&delays);
-            Some(DelayedAckProfile {
-                role: side_roles[side],
-                endpoint: connection.endpoints[side],
-                samples: delays.len(),
-                median,
-                min,
-                max,
-                timer,
-            })
-        }
-        _ => None,
-    };
-    let nagle: Vec<&StallEvent> = tcp_stalls
-        .iter()
-        .copied()
-        .filter(|e| e.class == StallClass::NagleDelayedAck)
-        .collect();
-    let pattern = most_common_pattern(&nagle);
-    let classic_nagle_evidence = nagle.iter().any(|e| !e.evidence.outstanding_small_segment);
+    directions.sort_by_key(|d| std::cmp::Reverse(d.time_lost));
+    if let Some(first) = directions.first_mut() {
+        // Stalls beyond the listing limits are only counted: they go to the direction
+        // that lost the most.
+        let listed: usize = tcp_stalls.len();
+        first.stall_count += stall_count - listed;
+        first.time_lost += time_lost - tcp_stalls.iter().map(|e| e.duration()).sum::<Nanos>();
+    }
+    for direction in &mut directions {
+        direction.fixes = rank_fixes(direction);
+    }
+    let primary = directions.first();
+    let delayed_ack = primary.and_then(|d| d.delayed_ack.clone());
+    let pattern = primary.and_then(|d| d.pattern);
+    let classic_nagle_evidence = primary.is_some_and(|d| d.classic_nagle_evidence);
+    let holder = primary.map(|d| d.holder);
+    let delayer = primary.map(|d| d.delayer);
+    let fixes: Vec<Fix> = directions.iter().flat_map(|d| d.fixes.clone()).collect();
 
     let has = |class: StallClass| {
         events.iter().any(|e| e.class == class) || unlisted[class.index()].0 > 0
@@ -360,30 +386,63 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         verdict,
         stall_count,
         time_lost,
+        directions,
         delayed_ack,
         pattern,
-        holder: holder_side.map(|s| side_roles[s]),
-        delayer: delayer_side.map(|s| side_roles[s]),
+        holder,
+        delayer,
         classic_nagle_evidence,
-        fixes: Vec::new(),
+        fixes,
     };
     drop(tcp_stalls);
-    drop(nagle);
     diagnosis.events = events;
-    diagnosis.fixes = rank_fixes(&diagnosis, holder_side, delayer_side);
     diagnosis
 }
 
-fn most_common(sides: impl Iterator<Item = usize>) -> Option<usize> {
-    let mut counts = [0usize; 2];
-    for side in sides {
-        counts[side.min(1)] += 1;
+/// What the stalls `holder` held show: its delayer's timer, its pattern, whether its
+/// Nagle is classic. None when it held none.
+fn direction_diagnosis(
+    held: &[&StallEvent],
+    holder: usize,
+    side_roles: [Role; 2],
+    endpoints: [SocketAddr; 2],
+) -> Option<DirectionDiagnosis> {
+    if held.is_empty() {
+        return None;
     }
-    match counts {
-        [0, 0] => None,
-        [a, b] if a >= b => Some(0),
-        _ => Some(1),
-    }
+    let delayer = 1 - holder;
+    let delays: Vec<Nanos> = held.iter().filter_map(|e| e.ack_delay).collect();
+    let delayed_ack = (!delays.is_empty()).then(|| {
+        let (median, min, max, timer) = infer_timer(&delays);
+        DelayedAckProfile {
+            role: side_roles[delayer],
+            endpoint: endpoints[delayer],
+            samples: delays.len(),
+            median,
+            min,
+            max,
+            timer,
+        }
+    });
+    let nagle: Vec<&StallEvent> = held
+        .iter()
+        .copied()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .collect();
+    Some(DirectionDiagnosis {
+        holder: side_roles[holder],
+        holder_endpoint: endpoints[holder],
+        delayer: side_roles[delayer],
+        delayer_endpoint: endpoints[delayer],
+        stall_count: held.len(),
+        time_lost: held.iter().map(|e| e.duration()).sum(),
+        ack_delay_time: delays.iter().sum(),
+        nagle_stalls: nagle.len(),
+        delayed_ack,
+        pattern: most_common_pattern(&nagle),
+        classic_nagle_evidence: nagle.iter().any(|e| !e.evidence.outstanding_small_segment),
+        fixes: Vec::new(),
+    })
 }
 
 fn most_common_pattern(events: &[&StallEvent]) -> Option<Pattern> {
@@ -400,25 +459,18 @@ fn most_common_pattern(events: &[&StallEvent]) -> Option<Pattern> {
 /// The fixes, best first, as DESIGN.md ranks them: change how the application writes,
 /// then keep more than one request in flight, then TCP_NODELAY on the sender, then
 /// immediate ACKs on the receiver.
-fn rank_fixes(d: &ConnectionDiagnosis, holder: Option<usize>, delayer: Option<usize>) -> Vec<Fix> {
+fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     let mut fixes = Vec::new();
-    let stall_time: Nanos = d.time_lost;
-    let ack_delay_time: Nanos = d
-        .events
-        .iter()
-        .filter(|e| e.class.is_tcp_stall())
-        .filter_map(|e| e.ack_delay)
-        .sum();
     let holder_fix = |action: &str, note: &str| {
-        holder.map(|side| Fix {
-            role: d.side_roles[side],
-            endpoint: d.endpoints[side],
+        Some(Fix {
+            role: d.holder,
+            endpoint: d.holder_endpoint,
             action: action.to_string(),
             note: note.to_string(),
-            saves: stall_time,
+            saves: d.time_lost,
         })
     };
-    let quickack = delayer.map(|side| {
+    let quickack = {
         let (action, note) = match d.delayed_ack.as_ref().map(|p| p.timer) {
             Some(TimerGuess::Fixed200) => (
                 "acknowledge at once: TcpAckFrequency=1 (Windows) or tcp_nodelayack=1 (AIX)",
@@ -433,16 +485,16 @@ fn rank_fixes(d: &ConnectionDiagnosis, holder: Option<usize>, delayer: Option<us
                 "more ACK packets",
             ),
         };
-        Fix {
-            role: d.side_roles[side],
-            endpoint: d.endpoints[side],
+        Some(Fix {
+            role: d.delayer,
+            endpoint: d.delayer_endpoint,
             action: action.to_string(),
             note: note.to_string(),
-            saves: ack_delay_time,
-        }
-    });
-    match d.verdict {
-        Verdict::NagleDelayedAckStalls => {
+            saves: d.ack_delay_time,
+        })
+    };
+    if d.nagle_stalls > 0 {
+        {
             match d.pattern {
                 Some(Pattern::BulkOddTail { .. }) => {
                     fixes.extend(holder_fix(
@@ -477,14 +529,12 @@ fn rank_fixes(d: &ConnectionDiagnosis, holder: Option<usize>, delayer: Option<us
             }
             fixes.extend(quickack);
         }
-        Verdict::DelayedAckStalls => {
-            fixes.extend(quickack);
-            fixes.extend(holder_fix(
-                "keep more data in flight (larger writes, or the next request before the reply)",
-                "ACKs then come for every second segment, with no timer",
-            ));
-        }
-        _ => {}
+    } else {
+        fixes.extend(quickack);
+        fixes.extend(holder_fix(
+            "keep more data in flight (larger writes, or the next request before the reply)",
+            "ACKs then come for every second segment, with no timer",
+        ));
     }
     fixes
 }

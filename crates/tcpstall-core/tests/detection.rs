@@ -296,3 +296,67 @@ fn open_connections_stay_bounded_and_late_segments_are_counted() {
     assert_eq!(wire.table.late_segments, 1);
     assert_eq!(wire.table.into_connections().len(), 1);
 }
+
+/// A connection that stalls both ways: the client's request held by its Nagle behind a
+/// first small write, the server's reply tail held behind its full segments. Each
+/// direction names its own holder, delayer, timer, pattern and fixes; no endpoint is
+/// both the holder and the delayer of one direction.
+#[test]
+fn stalls_both_ways_are_told_apart_per_direction() {
+    let mut wire = Wire::new(1000, 5000);
+    let mut t = wire.handshake(0, 10 * US, 10 * US) + MS;
+    for _ in 0..3 {
+        // The client writes 100 + 95 bytes; the server's 40 ms ACK releases the rest.
+        wire.data(true, t, 100);
+        wire.ack(false, t + 40 * MS);
+        wire.data(true, t + 40 * MS + 20 * US, 95);
+        // The server answers with 3 full segments and a tail; the client's ACK for the
+        // odd third segment waits for its 200 ms timer, and Nagle holds the tail.
+        let mut s = t + 40 * MS + 100 * US;
+        for i in 1..=3 {
+            wire.data(false, s, 1448);
+            s += 12 * US;
+            if i == 2 {
+                wire.ack(true, s + 50 * US);
+            }
+        }
+        let ack_at = s + 200 * MS;
+        wire.ack(true, ack_at);
+        wire.data(false, ack_at + 20 * US, 300);
+        t = ack_at + MS;
+    }
+    let d = wire.only();
+    assert_eq!(d.directions.len(), 2, "{:#?}", d.events);
+    let client_held = d
+        .directions
+        .iter()
+        .find(|x| x.holder == Role::Client)
+        .unwrap();
+    let server_held = d
+        .directions
+        .iter()
+        .find(|x| x.holder == Role::Server)
+        .unwrap();
+    for direction in &d.directions {
+        assert_ne!(direction.holder, direction.delayer);
+        assert_eq!(direction.stall_count, 3);
+        assert!(direction.fixes.iter().any(|f| f.role == direction.holder));
+        assert!(direction.fixes.iter().any(|f| f.role == direction.delayer));
+    }
+    assert_eq!(client_held.pattern, Some(Pattern::WriteWriteRead));
+    assert_eq!(
+        client_held.delayed_ack.as_ref().unwrap().timer,
+        TimerGuess::Linux40
+    );
+    assert_eq!(
+        server_held.pattern,
+        Some(Pattern::BulkOddTail { full_segments: 3 })
+    );
+    assert_eq!(
+        server_held.delayed_ack.as_ref().unwrap().timer,
+        TimerGuess::Fixed200
+    );
+    // The direction that lost the most comes first.
+    assert_eq!(d.directions[0].holder, Role::Server);
+    assert_eq!(d.stall_count, 6);
+}

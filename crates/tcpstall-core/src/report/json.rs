@@ -114,10 +114,26 @@ pub struct JsonConnection {
     pub delayer: Option<String>,
     pub delayed_ack: Option<JsonDelayedAck>,
     pub pattern: Option<JsonPattern>,
+    pub directions: Vec<JsonDirection>,
     pub fixes: Vec<JsonFix>,
     pub gaps_by_class: BTreeMap<&'static str, JsonClassTotal>,
     pub stalls_by_confidence: BTreeMap<&'static str, usize>,
     pub stalls: Vec<JsonStall>,
+}
+
+/// One direction that stalled: who held, who delayed, the timer, the pattern, the fixes.
+#[derive(Serialize)]
+pub struct JsonDirection {
+    pub holder: String,
+    pub holder_role: &'static str,
+    pub delayer: String,
+    pub delayer_role: &'static str,
+    pub stall_count: usize,
+    pub time_lost: f64,
+    pub delayed_ack: Option<JsonDelayedAck>,
+    pub pattern: Option<JsonPattern>,
+    pub classic_nagle: bool,
+    pub fixes: Vec<JsonFix>,
 }
 
 #[derive(Serialize)]
@@ -288,37 +304,25 @@ fn connection(c: &ConnectionDiagnosis, origin: Nanos) -> JsonConnection {
         time_lost_share: c.time_lost_share(),
         holder: c.holder.map(|r| role_endpoint(c, r)),
         delayer: c.delayer.map(|r| role_endpoint(c, r)),
-        delayed_ack: c.delayed_ack.as_ref().map(|p| JsonDelayedAck {
-            endpoint: p.endpoint.to_string(),
-            role: p.role.name(),
-            samples: p.samples,
-            median: secs(p.median),
-            min: secs(p.min),
-            max: secs(p.max),
-            timer: p.timer.name(),
-            stacks: p.timer.stacks(),
-        }),
-        pattern: c.pattern.map(|p| JsonPattern {
-            name: p.name(),
-            full_segments: match p {
-                crate::detect::Pattern::BulkOddTail { full_segments } => Some(full_segments),
-                _ => None,
-            },
-        }),
-        fixes: c
-            .fixes
+        delayed_ack: c.delayed_ack.as_ref().map(delayed_ack),
+        pattern: c.pattern.map(pattern),
+        directions: c
+            .directions
             .iter()
-            .enumerate()
-            .map(|(i, f)| JsonFix {
-                rank: i + 1,
-                role: f.role.name(),
-                endpoint: f.endpoint.to_string(),
-                action: f.action.clone(),
-                note: f.note.clone(),
-                saves: secs(f.saves),
-                speedup: speedup(duration, f.saves),
+            .map(|d| JsonDirection {
+                holder: d.holder_endpoint.to_string(),
+                holder_role: d.holder.name(),
+                delayer: d.delayer_endpoint.to_string(),
+                delayer_role: d.delayer.name(),
+                stall_count: d.stall_count,
+                time_lost: secs(d.time_lost),
+                delayed_ack: d.delayed_ack.as_ref().map(delayed_ack),
+                pattern: d.pattern.map(pattern),
+                classic_nagle: d.classic_nagle_evidence,
+                fixes: fixes(&d.fixes, duration),
             })
             .collect(),
+        fixes: fixes(&c.fixes, duration),
         gaps_by_class: c
             .class_counts()
             .into_iter()
@@ -339,6 +343,45 @@ fn connection(c: &ConnectionDiagnosis, origin: Nanos) -> JsonConnection {
             .collect(),
         stalls: c.events.iter().map(|e| stall(c, e, origin)).collect(),
     }
+}
+
+fn delayed_ack(p: &crate::diagnosis::DelayedAckProfile) -> JsonDelayedAck {
+    JsonDelayedAck {
+        endpoint: p.endpoint.to_string(),
+        role: p.role.name(),
+        samples: p.samples,
+        median: secs(p.median),
+        min: secs(p.min),
+        max: secs(p.max),
+        timer: p.timer.name(),
+        stacks: p.timer.stacks(),
+    }
+}
+
+fn pattern(p: crate::detect::Pattern) -> JsonPattern {
+    JsonPattern {
+        name: p.name(),
+        full_segments: match p {
+            crate::detect::Pattern::BulkOddTail { full_segments } => Some(full_segments),
+            _ => None,
+        },
+    }
+}
+
+fn fixes(fixes: &[crate::diagnosis::Fix], duration: Nanos) -> Vec<JsonFix> {
+    fixes
+        .iter()
+        .enumerate()
+        .map(|(i, f)| JsonFix {
+            rank: i + 1,
+            role: f.role.name(),
+            endpoint: f.endpoint.to_string(),
+            action: f.action.clone(),
+            note: f.note.clone(),
+            saves: secs(f.saves),
+            speedup: speedup(duration, f.saves),
+        })
+        .collect()
 }
 
 fn role_endpoint(c: &ConnectionDiagnosis, role: crate::diagnosis::Role) -> String {

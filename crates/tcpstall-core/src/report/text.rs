@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::analyze::Analysis;
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
-use crate::diagnosis::{ConnectionDiagnosis, Role};
+use crate::diagnosis::{ConnectionDiagnosis, DirectionDiagnosis, Role};
 use crate::report::json::speedup;
 use crate::segment::{Nanos, millis, secs};
 
@@ -185,35 +185,23 @@ fn render_connection(
             c.packets
         );
     }
-    if let Some(holder) = c.holder {
-        let held = held_description(c);
-        let _ = writeln!(
-            out,
-            "  held by:    {} {}{held}",
-            holder.name(),
-            endpoint(c, holder)
-        );
-    }
-    if let Some(profile) = &c.delayed_ack {
-        let _ = writeln!(
-            out,
-            "  delayed by: {} {}: ACKs held {:.1} ms median ({:.1} to {:.1} ms, {} sample{}): {}",
-            profile.role.name(),
-            profile.endpoint,
-            millis(profile.median),
-            millis(profile.min),
-            millis(profile.max),
-            profile.samples,
-            plural(profile.samples),
-            profile.timer.describe()
-        );
-    }
-    if let Some(pattern) = c.pattern {
-        let _ = writeln!(
-            out,
-            "  pattern:    {}",
-            pattern_description(pattern, c.holder)
-        );
+    let both_ways = c.directions.len() > 1;
+    for direction in &c.directions {
+        let indent = if both_ways {
+            let _ = writeln!(
+                out,
+                "  {} -> {}: {} stall{}, {:.3} s",
+                direction.holder.name(),
+                direction.delayer.name(),
+                direction.stall_count,
+                plural(direction.stall_count),
+                secs(direction.time_lost)
+            );
+            "    "
+        } else {
+            "  "
+        };
+        render_direction(out, c, direction, indent);
     }
     if c.stall_count > 0 {
         let levels: Vec<String> = c
@@ -338,11 +326,62 @@ fn confidence_description(level: Confidence) -> &'static str {
     }
 }
 
-fn held_description(c: &ConnectionDiagnosis) -> String {
+/// Who held, who delayed, and the pattern, for one direction that stalled.
+fn render_direction(
+    out: &mut String,
+    c: &ConnectionDiagnosis,
+    d: &DirectionDiagnosis,
+    indent: &str,
+) {
+    let _ = writeln!(
+        out,
+        "{indent}held by:    {} {}{}",
+        d.holder.name(),
+        d.holder_endpoint,
+        held_description(c, d)
+    );
+    match &d.delayed_ack {
+        Some(profile) => {
+            let _ = writeln!(
+                out,
+                "{indent}delayed by: {} {}: ACKs held {:.1} ms median ({:.1} to {:.1} ms, {} sample{}): {}",
+                profile.role.name(),
+                profile.endpoint,
+                millis(profile.median),
+                millis(profile.min),
+                millis(profile.max),
+                profile.samples,
+                plural(profile.samples),
+                profile.timer.describe()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "{indent}delayed by: {} {}",
+                d.delayer.name(),
+                d.delayer_endpoint
+            );
+        }
+    }
+    if let Some(pattern) = d.pattern {
+        let _ = writeln!(
+            out,
+            "{indent}pattern:    {}",
+            pattern_description(pattern, Some(d.holder))
+        );
+    }
+}
+
+fn held_description(c: &ConnectionDiagnosis, d: &DirectionDiagnosis) -> String {
     let nagle: Vec<&StallEvent> = c
         .events
         .iter()
         .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .filter(|e| {
+            e.holder
+                .is_some_and(|side| c.role_of_side(side) == d.holder)
+        })
         .collect();
     if nagle.is_empty() {
         return String::new();
@@ -355,7 +394,7 @@ fn held_description(c: &ConnectionDiagnosis) -> String {
     } else {
         format!("{lo} to {hi}-byte")
     };
-    let behind = if c.classic_nagle_evidence {
+    let behind = if d.classic_nagle_evidence {
         "full-sized segments (classic Nagle)"
     } else {
         "an unacknowledged small segment"
@@ -377,13 +416,6 @@ fn pattern_description(pattern: Pattern, holder: Option<Role>) -> String {
         Pattern::SmallWriteBehindUnacked => {
             format!("small writes by the {who} wait behind unacknowledged data")
         }
-    }
-}
-
-fn endpoint(c: &ConnectionDiagnosis, role: Role) -> String {
-    match role {
-        Role::Client => c.client.to_string(),
-        Role::Server => c.server.to_string(),
     }
 }
 
