@@ -2,13 +2,14 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
 use crate::workload_args::WorkloadArgs;
 use tcpstall_core::report::text;
+use tcpstall_lab::capture::Packet;
 use tcpstall_lab::net::Net;
 use tcpstall_lab::privileges::Privileges;
 use tcpstall_lab::{Lab, RunOptions, compare, netns, report, suites};
@@ -23,6 +24,9 @@ pub enum Suite {
     Bulk,
     /// Every pattern with each option: closed loop (with --capture) and fidelity
     Matrix,
+    /// Look-alikes of a stall: a slow reader, persist probes, a TCP_NODELAY sender on its
+    /// own clock, pipelined two-response reads (with --capture: what the analyzer calls them)
+    Lookalikes,
     /// Requested against measured round trips through the delay line (root)
     DelayAccuracy,
     /// Seeds 003 and 004 through the delay line at 20 and 100 ms RTT (root)
@@ -39,7 +43,8 @@ pub struct LabArgs {
     /// Round trip through the delay line between two namespaces, ms (root)
     #[arg(long, value_name = "MS")]
     rtt: Option<f64>,
-    /// Capture the lab's packets (root), write them as pcap, and diagnose them
+    /// Capture the lab's packets (root), write them as pcap, and diagnose them (a suite
+    /// writes one file per scenario beside FILE: FILE-1.pcap, FILE-2.pcap, ...)
     #[arg(long, value_name = "FILE")]
     capture: Option<PathBuf>,
     /// Run the same scenario through the simulator's linux profile and compare
@@ -222,10 +227,7 @@ fn run_one(
     let run = lab.run(&scenario, options).map_err(|e| e.to_string())?;
     let mut out = report::run_text(&run, &label(file), &lab.net.describe());
     if let (Some(path), Some(packets)) = (&args.capture, &run.packets) {
-        let f = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        tcpstall_lab::capture::write_pcap(BufWriter::new(f), packets)
-            .and_then(|mut w| w.flush())
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        write_capture(path, packets)?;
         out.push_str(&format!(
             "capture:      {} ({} packets)\n",
             path.display(),
@@ -275,6 +277,40 @@ fn run_one(
     Ok(out)
 }
 
+fn write_capture(path: &Path, packets: &[Packet]) -> Fallible<()> {
+    let f = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    tcpstall_lab::capture::write_pcap(BufWriter::new(f), packets)
+        .and_then(|mut w| w.flush())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(())
+}
+
+/// `--capture FILE` with a suite: each scenario's capture beside FILE, numbered as the
+/// rows are (`m.pcap` gives `m-1.pcap`, `m-2.pcap`, ...); one line per file written.
+fn write_suite_captures(args: &LabArgs, rows: &[suites::Row]) -> Fallible<String> {
+    let Some(path) = &args.capture else {
+        return Ok(String::new());
+    };
+    let stem = path
+        .file_stem()
+        .map_or("lab".into(), |s| s.to_string_lossy().into_owned());
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        let Some(packets) = &row.run.packets else {
+            continue;
+        };
+        let file = path.with_file_name(format!("{stem}-{}.pcap", i + 1));
+        write_capture(&file, packets)?;
+        out.push_str(&format!(
+            "capture:      {} ({} packets): {}\n",
+            file.display(),
+            packets.len(),
+            row.name
+        ));
+    }
+    Ok(out)
+}
+
 /// `--html`: the rows as a comparison table with their latency distributions.
 fn write_html(args: &LabArgs, title: &str, rows: &[ComparisonRow]) -> Fallible<()> {
     let Some(path) = &args.html else {
@@ -321,7 +357,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             report::table_text(
                 &format!("seed 002 on this kernel, {n} transactions each, {path}:"),
                 &rows,
-            )
+            ) + &write_suite_captures(args, &rows)?
         }
         Suite::Bulk => {
             let n = args.workload.transactions.unwrap_or(12);
@@ -330,7 +366,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             report::table_text(
                 &format!("seed 000 blocks on Linux, {n} blocks each, {path}:"),
                 &rows,
-            )
+            ) + &write_suite_captures(args, &rows)?
         }
         Suite::Matrix => {
             let n = args.workload.transactions.unwrap_or(30);
@@ -340,7 +376,17 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
                 "scenario matrix on this kernel",
                 &suite_rows(&result.rows),
             )?;
-            report::matrix_text(&result)
+            report::matrix_text(&result) + &write_suite_captures(args, &result.rows)?
+        }
+        Suite::Lookalikes => {
+            let n = args.workload.transactions.unwrap_or(20);
+            let result = suites::lookalikes(lab, n, options).map_err(err)?;
+            write_html(
+                args,
+                "look-alikes of a stall on this kernel",
+                &suite_rows(&result.rows),
+            )?;
+            report::lookalike_text(&result) + &write_suite_captures(args, &result.rows)?
         }
         Suite::DelayAccuracy => {
             if lab.net.line.is_none() {
@@ -369,7 +415,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
                 out.push_str(&format!("\n{}\n", row.name));
                 out.push_str(&report::comparison_text(&row.sim));
             }
-            out
+            out + &write_suite_captures(args, &rows)?
         }
     })
 }

@@ -232,3 +232,101 @@ fn html_page_holds_the_table_and_the_latency_distributions() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn one_way_patterns_run_with_a_paced_reader() {
+    // A TCP_NODELAY sender on its own 10 ms clock, and a stream into a reader that takes
+    // 512 bytes every 5 ms: each message is measured to the server's read of its last byte.
+    let periodic = tcpstall(&[
+        "lab",
+        "--pattern",
+        "periodic",
+        "-n",
+        "6",
+        "--nodelay",
+        "client",
+    ]);
+    let text = stdout(&periodic);
+    assert!(
+        periodic.status.success(),
+        "{}",
+        String::from_utf8_lossy(&periodic.stderr)
+    );
+    assert!(text.contains("periodic x6"), "{text}");
+    assert!(text.contains("per transaction"), "{text}");
+    let dir = std::env::temp_dir().join(format!("tcpstall-lab-stream-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("stream.toml");
+    std::fs::write(
+        &scenario,
+        "[server]\nstack = \"linux\"\nrcvbuf = 4096\nread_bytes = 512\nread_interval_ms = 5\n\n\
+         [workload]\npattern = \"stream\"\nrequest = [2048]\ntransactions = 4\n",
+    )
+    .unwrap();
+    let stream = tcpstall(&["lab", scenario.to_str().unwrap()]);
+    let text = stdout(&stream);
+    assert!(
+        stream.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stream.stderr)
+    );
+    // 8 KiB read 512 bytes at a time, at most one read per 5 ms: at least 75 ms.
+    let last: f64 = text
+        .lines()
+        .find(|l| l.starts_with("per transaction"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.trim_end_matches('*').parse().ok())
+        .unwrap_or_else(|| panic!("no per-transaction line: {text}"));
+    assert!(last >= 75.0, "the last block read after {last} ms\n{text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn lookalikes_on_this_kernel_are_not_called_stalls() {
+    if !is_root() {
+        eprintln!("skipped: the look-alike suite's captures need root (CAP_NET_RAW, namespaces)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tcpstall-lab-lookalikes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pcap = dir.join("la.pcap");
+    with_retries("look-alike suite", || {
+        let out = tcpstall(&[
+            "lab",
+            "--suite",
+            "lookalikes",
+            "-n",
+            "12",
+            "--capture",
+            pcap.to_str().unwrap_or_default(),
+        ]);
+        let text = stdout(&out);
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        // Never a stall the lab did not measure.
+        if !text.contains(", FP 0,") {
+            return Err(format!("a stall the lab did not measure\n{text}"));
+        }
+        for (row, class) in [
+            ("slow reader", "receiver-window"),
+            ("reader pausing", "receiver-window"),
+            ("TCP_NODELAY sender", "app-think-time"),
+        ] {
+            let line = text
+                .lines()
+                .rfind(|l| l.trim_start().starts_with(row))
+                .ok_or(format!("no gaps line for {row}\n{text}"))?;
+            if !line.contains(class) || !line.contains("; 0 stalls") {
+                return Err(format!("{row}: {line}\n{text}"));
+            }
+        }
+        if !dir.join("la-4.pcap").exists() {
+            return Err(format!(
+                "the fourth scenario's capture was not written\n{text}"
+            ));
+        }
+        Ok(())
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,10 +1,12 @@
 //! The two applications: a client that writes each request as the scenario says and
-//! waits for the reply (keeping `depth` requests in flight), and a server that answers
-//! each complete request with the scenario's response writes. Both set the scenario's
-//! socket options; every read has a timeout and every run a time limit.
+//! waits for the reply (keeping `depth` requests in flight), or writes one-way messages
+//! on its own clock or back to back; and a server that answers each complete request
+//! with the scenario's response writes, or only reads. Both set the scenario's socket
+//! options and read as its readers say; every read has a timeout and every run a time
+//! limit.
 
-use std::io::{ErrorKind, IoSlice, Read};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::io::{ErrorKind, IoSlice};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -13,6 +15,7 @@ use socket2::{Domain, SockRef, Socket, Type};
 use tcpstall_sim::scenario::{Scenario, SocketOptions};
 
 use crate::netns::Namespace;
+use crate::reader::{PacedReader, ReadPace};
 use crate::{LabError, Result};
 
 /// No single read waits longer: far above any delayed-ACK timer (at most 500 ms, RFC
@@ -21,9 +24,27 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest write the lab performs.
 pub const MAX_WRITE: u32 = 16 << 20;
 
+/// What the client application does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// Writes a request, reads its response (`depth` requests in flight).
+    RequestResponse,
+    /// Writes a message every period on its own clock; the server only reads.
+    Periodic { period: Duration },
+    /// Writes every message back to back, then closes; the server only reads.
+    Stream,
+}
+
+impl Shape {
+    pub fn is_one_way(self) -> bool {
+        self != Shape::RequestResponse
+    }
+}
+
 /// What the applications do, taken from a resolved scenario.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    pub shape: Shape,
     pub request: Vec<u32>,
     pub response: Vec<u32>,
     /// The request's writes go out in one writev/sendmsg call.
@@ -36,6 +57,9 @@ pub struct Plan {
     pub write_gap: Duration,
     pub client: SocketOptions,
     pub server: SocketOptions,
+    /// How each application reads.
+    pub client_reader: ReadPace,
+    pub server_reader: ReadPace,
     /// TCP_MAXSEG each side sets, so the segment size is the scenario's on any path.
     pub client_mss: u32,
     pub server_mss: u32,
@@ -60,32 +84,58 @@ impl Plan {
                 MAX_WRITE >> 20
             )));
         }
+        let nanos = |n: i64| Duration::from_nanos(n.max(0) as u64);
+        let shape = match scenario.pattern.as_str() {
+            "periodic" => Shape::Periodic {
+                period: nanos(scenario.period).max(Duration::from_micros(1)),
+            },
+            "stream" => Shape::Stream,
+            _ => Shape::RequestResponse,
+        };
         Ok(Plan {
+            shape,
             request,
             response: scenario.response.clone(),
             gather_request,
             depth: scenario.depth,
             transactions: scenario.transactions,
-            server_think: Duration::from_nanos(scenario.server_think.max(0) as u64),
-            client_think: Duration::from_nanos(scenario.client_think.max(0) as u64),
-            write_gap: Duration::from_nanos(scenario.write_gap.max(0) as u64),
+            server_think: nanos(scenario.server_think),
+            client_think: nanos(scenario.client_think),
+            write_gap: nanos(scenario.write_gap),
             client: scenario.client.options,
             server: scenario.server.options,
+            client_reader: ReadPace::from_scenario(&scenario.client.reader),
+            server_reader: ReadPace::from_scenario(&scenario.server.reader),
             client_mss: scenario.client.announced_mss,
             server_mss: scenario.server.announced_mss,
         })
+    }
+
+    /// The reader whose read ends a transaction: the client's, or (one-way) the server's.
+    pub fn ending_reader(&self) -> ReadPace {
+        if self.shape.is_one_way() {
+            self.server_reader
+        } else {
+            self.client_reader
+        }
     }
 
     pub fn request_bytes(&self) -> u64 {
         self.request.iter().map(|&b| u64::from(b)).sum()
     }
 
+    /// What a transaction carries back: nothing in a one-way pattern.
     pub fn response_bytes(&self) -> u64 {
-        self.response.iter().map(|&b| u64::from(b)).sum()
+        if self.shape.is_one_way() {
+            0
+        } else {
+            self.response.iter().map(|&b| u64::from(b)).sum()
+        }
     }
 }
 
-/// One measured transaction: from the request's first write to the response's last byte.
+/// One measured transaction: from the request's first write to the response's last byte
+/// read by the client (one-way: to the message's last byte read by the server).
 #[derive(Clone, Copy, Debug)]
 pub struct Measured {
     pub index: u32,
@@ -133,9 +183,17 @@ pub struct Placement<'a> {
     pub server_ip: IpAddr,
 }
 
+/// What the client saw: when each transaction started and, with responses, ended.
+struct ClientRun {
+    client: SocketAddr,
+    starts: Vec<Instant>,
+    ends: Vec<Instant>,
+}
+
 /// Runs the client and the server to the end of the plan, or to `time_limit`.
 pub fn run(plan: &Plan, place: &Placement, time_limit: Duration) -> Result<Exchange> {
     let deadline = Instant::now() + time_limit;
+    let anchor = ClockAnchor::now();
     let (port_tx, port_rx) = channel::<Result<SocketAddr>>();
     std::thread::scope(|scope| {
         let server = scope.spawn(move || {
@@ -157,7 +215,7 @@ pub fn run(plan: &Plan, place: &Placement, time_limit: Duration) -> Result<Excha
                 .recv_timeout(READ_TIMEOUT)
                 .map_err(|_| LabError::Failed("the lab server did not start".into()))??;
             enter(place.client_ns)?;
-            run_client(plan, server_addr, deadline)
+            run_client(plan, server_addr, deadline).map(|run| (server_addr, run))
         });
         let client_result = client
             .join()
@@ -165,10 +223,58 @@ pub fn run(plan: &Plan, place: &Placement, time_limit: Duration) -> Result<Excha
         let server_result = server
             .join()
             .unwrap_or_else(|_| Err(LabError::Failed("the lab server panicked".into())));
-        let exchange = client_result?;
-        server_result?;
-        Ok(exchange)
+        let (server_addr, client_run) = client_result?;
+        let server_ends = server_result?;
+        let ends = if plan.shape.is_one_way() {
+            server_ends
+        } else {
+            client_run.ends
+        };
+        if ends.len() < client_run.starts.len() {
+            return Err(LabError::Failed(format!(
+                "time limit reached after {} of {} transactions",
+                ends.len(),
+                plan.transactions
+            )));
+        }
+        Ok(measured(
+            anchor,
+            &client_run.starts,
+            &ends,
+            client_run.client,
+            server_addr,
+        ))
     })
+}
+
+fn measured(
+    anchor: ClockAnchor,
+    starts: &[Instant],
+    ends: &[Instant],
+    client: SocketAddr,
+    server: SocketAddr,
+) -> Exchange {
+    let transactions = starts
+        .iter()
+        .zip(ends)
+        .enumerate()
+        .map(|(i, (&start, &end))| Measured {
+            index: i as u32,
+            start: anchor.wall(start),
+            end: anchor.wall(end),
+            latency: end.saturating_duration_since(start),
+        })
+        .collect();
+    let elapsed = match (starts.first(), ends.last()) {
+        (Some(&first), Some(&last)) => last.saturating_duration_since(first),
+        _ => Duration::ZERO,
+    };
+    Exchange {
+        transactions,
+        client,
+        server,
+        elapsed,
+    }
 }
 
 fn enter(ns: Option<&Arc<Namespace>>) -> Result<()> {
@@ -178,15 +284,26 @@ fn enter(ns: Option<&Arc<Namespace>>) -> Result<()> {
     }
 }
 
+/// SO_RCVBUF before the handshake, so the window scale fits the buffer.
+fn set_receive_buffer(socket: &Socket, pace: ReadPace) -> Result<()> {
+    if let Some(bytes) = pace.rcvbuf {
+        socket
+            .set_recv_buffer_size(bytes as usize)
+            .map_err(|e| LabError::io("SO_RCVBUF", e))?;
+    }
+    Ok(())
+}
+
 fn listen(place: &Placement, plan: &Plan) -> Result<TcpListener> {
     let addr = SocketAddr::new(place.server_ip, 0);
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)
         .map_err(|e| LabError::io("server socket", e))?;
-    // TCP_MAXSEG on the listener is inherited by the accepted socket and announced in
-    // the SYN-ACK.
+    // TCP_MAXSEG and SO_RCVBUF on the listener are inherited by the accepted socket and
+    // shape the SYN-ACK (MSS option, window scale).
     socket
         .set_tcp_mss(plan.server_mss)
         .map_err(|e| LabError::io("TCP_MAXSEG", e))?;
+    set_receive_buffer(&socket, plan.server_reader)?;
     socket
         .bind(&addr.into())
         .map_err(|e| LabError::io(format!("bind {addr}"), e))?;
@@ -293,39 +410,37 @@ fn payload_for(writes: &[u32]) -> Vec<u8> {
     vec![b'x'; writes.iter().copied().max().unwrap_or(0) as usize]
 }
 
-fn read_some(stream: &mut TcpStream, buf: &mut [u8], who: &str) -> Result<usize> {
-    loop {
-        match stream.read(buf) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                return Err(LabError::Failed(format!(
-                    "the {who} waited {} s for data: the exchange is stuck",
-                    READ_TIMEOUT.as_secs()
-                )));
-            }
-            Err(e) => return Err(LabError::io(format!("{who} read"), e)),
-        }
-    }
+/// Messages whose last byte `received` bytes cover, beyond the `done` already counted.
+fn newly_complete(received: u64, message: u64, done: usize, total: u32) -> usize {
+    let complete = (received / message.max(1)).min(u64::from(total)) as usize;
+    complete.saturating_sub(done)
 }
 
-fn serve(listener: &TcpListener, plan: &Plan, deadline: Instant) -> Result<()> {
+/// The server: answers each complete request, or (one-way) reads and notes when each
+/// message was read whole. Returns those times (empty for request/response).
+fn serve(listener: &TcpListener, plan: &Plan, deadline: Instant) -> Result<Vec<Instant>> {
     let (mut stream, _) = listener.accept().map_err(|e| LabError::io("accept", e))?;
     prepare(&stream, plan.server)?;
+    let mut reader = PacedReader::new(plan.server_reader);
     let payload = payload_for(&plan.response);
-    let request_bytes = plan.request_bytes().max(1);
+    let request_bytes = plan.request_bytes();
     let mut buf = vec![0u8; 1 << 18];
     let mut received: u64 = 0;
-    let mut answered: u64 = 0;
-    while Instant::now() < deadline && answered < u64::from(plan.transactions) {
-        let n = read_some(&mut stream, &mut buf, "server")?;
+    let mut done: usize = 0;
+    let mut read_whole: Vec<Instant> = Vec::new();
+    while Instant::now() < deadline && done < plan.transactions as usize {
+        let n = reader.read(&mut stream, &mut buf, "server")?;
         if n == 0 {
             break;
         }
         rearm_quickack(&stream, plan.server)?;
         received += n as u64;
-        while received >= (answered + 1) * request_bytes && answered < u64::from(plan.transactions)
-        {
+        for _ in 0..newly_complete(received, request_bytes, done, plan.transactions) {
+            done += 1;
+            if plan.shape.is_one_way() {
+                read_whole.push(Instant::now());
+                continue;
+            }
             if !plan.server_think.is_zero() {
                 std::thread::sleep(plan.server_think);
             }
@@ -337,54 +452,110 @@ fn serve(listener: &TcpListener, plan: &Plan, deadline: Instant) -> Result<()> {
                 plan.write_gap,
                 &payload,
             )?;
-            answered += 1;
         }
     }
     // Wait (bounded) for the client to close first, so the server's FIN is not part of
     // any measured transaction.
     let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    let _ = stream.read(&mut buf);
-    Ok(())
+    let _ = std::io::Read::read(&mut stream, &mut buf);
+    Ok(read_whole)
 }
 
-fn run_client(plan: &Plan, server: SocketAddr, deadline: Instant) -> Result<Exchange> {
+fn connect(plan: &Plan, server: SocketAddr) -> Result<TcpStream> {
     let socket = Socket::new(Domain::for_address(server), Type::STREAM, None)
         .map_err(|e| LabError::io("client socket", e))?;
     socket
         .set_tcp_mss(plan.client_mss)
         .map_err(|e| LabError::io("TCP_MAXSEG", e))?;
+    set_receive_buffer(&socket, plan.client_reader)?;
     socket
         .connect_timeout(&server.into(), READ_TIMEOUT)
         .map_err(|e| LabError::io(format!("connect {server}"), e))?;
-    let mut stream: TcpStream = socket.into();
+    let stream: TcpStream = socket.into();
     prepare(&stream, plan.client)?;
+    Ok(stream)
+}
+
+fn time_limit_reached(done: usize, total: u32) -> LabError {
+    LabError::Failed(format!(
+        "time limit reached after {done} of {total} transactions"
+    ))
+}
+
+fn run_client(plan: &Plan, server: SocketAddr, deadline: Instant) -> Result<ClientRun> {
+    let mut stream = connect(plan, server)?;
     let client = stream
         .local_addr()
         .map_err(|e| LabError::io("client address", e))?;
-    let anchor = ClockAnchor::now();
-    let began = Instant::now();
+    let (starts, ends) = if plan.shape.is_one_way() {
+        (send_one_way(plan, &stream, deadline)?, Vec::new())
+    } else {
+        request_response(plan, &mut stream, deadline)?
+    };
+    drop(stream);
+    Ok(ClientRun {
+        client,
+        starts,
+        ends,
+    })
+}
+
+/// One-way: every message on the period's clock (or back to back), then the client's FIN.
+fn send_one_way(plan: &Plan, stream: &TcpStream, deadline: Instant) -> Result<Vec<Instant>> {
     let payload = payload_for(&plan.request);
-    let response_bytes = plan.response_bytes().max(1);
+    let began = Instant::now();
+    let mut starts = Vec::with_capacity(plan.transactions as usize);
+    for i in 0..plan.transactions {
+        if let Shape::Periodic { period } = plan.shape {
+            let at = began + period * i;
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(time_limit_reached(starts.len(), plan.transactions));
+        }
+        starts.push(Instant::now());
+        write_message(
+            stream,
+            &plan.request,
+            plan.client,
+            plan.gather_request,
+            plan.write_gap,
+            &payload,
+        )?;
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    Ok(starts)
+}
+
+/// Request/response: `depth` requests in flight, each ended by its response's last byte.
+fn request_response(
+    plan: &Plan,
+    stream: &mut TcpStream,
+    deadline: Instant,
+) -> Result<(Vec<Instant>, Vec<Instant>)> {
+    let mut reader = PacedReader::new(plan.client_reader);
+    let payload = payload_for(&plan.request);
+    let response_bytes = plan.response_bytes();
     let total = plan.transactions;
     let mut starts: Vec<Instant> = Vec::with_capacity(total as usize);
-    let mut done: Vec<Measured> = Vec::with_capacity(total as usize);
+    let mut ends: Vec<Instant> = Vec::with_capacity(total as usize);
     let mut buf = vec![0u8; 1 << 18];
     let mut received: u64 = 0;
     let mut think_until: Option<Instant> = None;
-    while (done.len() as u32) < total {
+    while (ends.len() as u32) < total {
         if Instant::now() >= deadline {
-            return Err(LabError::Failed(format!(
-                "time limit reached after {} of {total} transactions",
-                done.len()
-            )));
+            return Err(time_limit_reached(ends.len(), total));
         }
         if let Some(until) = think_until.take() {
             std::thread::sleep(until.saturating_duration_since(Instant::now()));
         }
-        while (starts.len() as u32) < total && starts.len() - done.len() < plan.depth as usize {
+        while (starts.len() as u32) < total && starts.len() - ends.len() < plan.depth as usize {
             starts.push(Instant::now());
             write_message(
-                &stream,
+                stream,
                 &plan.request,
                 plan.client,
                 plan.gather_request,
@@ -392,32 +563,34 @@ fn run_client(plan: &Plan, server: SocketAddr, deadline: Instant) -> Result<Exch
                 &payload,
             )?;
         }
-        let n = read_some(&mut stream, &mut buf, "client")?;
+        let n = reader.read(stream, &mut buf, "client")?;
         if n == 0 {
             return Err(LabError::Failed("the server closed the connection".into()));
         }
-        rearm_quickack(&stream, plan.client)?;
+        rearm_quickack(stream, plan.client)?;
         received += n as u64;
         let now = Instant::now();
-        while done.len() < starts.len() && received >= (done.len() as u64 + 1) * response_bytes {
-            let start = starts[done.len()];
-            done.push(Measured {
-                index: done.len() as u32,
-                start: anchor.wall(start),
-                end: anchor.wall(now),
-                latency: now.saturating_duration_since(start),
-            });
-            if !plan.client_think.is_zero() {
-                think_until = Some(now + plan.client_think);
-            }
+        let fresh = newly_complete(received, response_bytes, ends.len(), total)
+            .min(starts.len() - ends.len());
+        ends.extend(std::iter::repeat_n(now, fresh));
+        if fresh > 0 && !plan.client_think.is_zero() {
+            think_until = Some(now + plan.client_think);
         }
     }
-    let elapsed = began.elapsed();
-    drop(stream);
-    Ok(Exchange {
-        transactions: done,
-        client,
-        server,
-        elapsed,
-    })
+    Ok((starts, ends))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_complete_on_their_last_byte() {
+        assert_eq!(newly_complete(11, 12, 0, 10), 0);
+        assert_eq!(newly_complete(12, 12, 0, 10), 1);
+        assert_eq!(newly_complete(36, 12, 1, 10), 2);
+        // Never past the plan's transactions, nor below what was already counted.
+        assert_eq!(newly_complete(1000, 12, 5, 10), 5);
+        assert_eq!(newly_complete(0, 12, 3, 10), 0);
+    }
 }

@@ -117,7 +117,10 @@ impl Lab {
             .line
             .as_ref()
             .map_or(Duration::ZERO, |l| l.round_trip());
-        let stalled = measure::stalled(&latencies, &baselines, path_rtt);
+        // A reader that reads at most once per interval ends a transaction up to one
+        // interval later or sooner, by the phase of its reads alone.
+        let slack = path_rtt + plan.ending_reader().interval;
+        let stalled = measure::stalled(&latencies, &baselines, slack);
         let bytes = plan.request_bytes() + plan.response_bytes();
         let summary = measure::summarize(&latencies, &stalled, exchange.elapsed, bytes);
         let analysis = match &packets {

@@ -6,7 +6,9 @@
 //! to what it measured.
 //!
 //! - [`exchange`]: the client and server applications, with the scenario's writes and
-//!   socket options (TCP_NODELAY, TCP_CORK, MSG_MORE, TCP_QUICKACK re-armed after reads).
+//!   socket options (TCP_NODELAY, TCP_CORK, MSG_MORE, TCP_QUICKACK re-armed after reads),
+//!   request/response or one-way (on the client's own clock, or a stream).
+//! - [`reader`]: how each application reads: SO_RCVBUF, bytes per read, pace, late wake-ups.
 //! - [`net`]: where they run: loopback (no root), a private namespace's loopback, or two
 //!   namespaces joined by a veth pair with the user-space [`delayline`] between them.
 //! - [`capture`]: AF_PACKET capture of the lab's own packets, written as pcap.
@@ -24,6 +26,7 @@ pub mod measure;
 pub mod net;
 pub mod netns;
 pub mod privileges;
+pub mod reader;
 pub mod report;
 pub mod suites;
 

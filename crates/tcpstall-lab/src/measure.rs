@@ -2,7 +2,7 @@
 //!
 //! **Stalled, as the lab measures it**: a transaction whose latency exceeds its unstalled
 //! baseline by more than one path round trip plus [`STALL_MARGIN`] (20 ms; on loopback
-//! the round trip is zero). The baseline is the same transaction
+//! the round trip is zero), plus the read interval of a paced reader. The baseline is the same transaction
 //! (same index, so slow start lines up) in a reference run of the same scenario with
 //! TCP_NODELAY and TCP_QUICKACK on both sides, where neither Nagle nor a delayed ACK can
 //! hold anything. 20 ms is half of Linux's shortest delayed-ACK timer (TCP_DELACK_MIN,
@@ -86,14 +86,15 @@ pub fn baselines(reference: &[Duration], count: usize) -> Vec<Duration> {
         .collect()
 }
 
-/// The lab's stall rule, per transaction. `path_rtt` is the delay line's round trip
+/// The lab's stall rule, per transaction. `slack` is at least the delay line's round trip
 /// (zero on loopback): a Nagle hold released by an immediate ACK costs one round trip,
-/// which is not a delayed-ACK stall, so the margin starts above it.
-pub fn stalled(latencies: &[Duration], baselines: &[Duration], path_rtt: Duration) -> Vec<bool> {
+/// which is not a delayed-ACK stall, so the margin starts above it. A paced reader adds
+/// its read interval.
+pub fn stalled(latencies: &[Duration], baselines: &[Duration], slack: Duration) -> Vec<bool> {
     latencies
         .iter()
         .zip(baselines)
-        .map(|(&latency, &baseline)| latency > baseline + path_rtt + STALL_MARGIN)
+        .map(|(&latency, &baseline)| latency > baseline + slack + STALL_MARGIN)
         .collect()
 }
 

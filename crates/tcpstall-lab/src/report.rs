@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use tcpstall_core::detect::StallClass;
+
 use crate::compare::{Confusion, SimComparison};
 use crate::lab::LabRun;
 use crate::measure::{STALL_MARGIN, millis};
@@ -156,10 +158,56 @@ pub fn table_text(title: &str, rows: &[Row]) -> String {
 
 /// The matrix: closed loop (analyzer against the lab) and fidelity (simulator against the lab).
 pub fn matrix_text(result: &MatrixResult) -> String {
-    let mut out = table_text(
+    closed_loop_text(
         "matrix (lab on this kernel, simulator's linux profile):",
-        &result.rows,
+        result,
+    )
+}
+
+/// The look-alikes: the matrix's lines, then what the analyzer called each gap it found
+/// in each scenario's capture.
+pub fn lookalike_text(result: &MatrixResult) -> String {
+    let mut out = closed_loop_text(
+        "look-alikes of a stall (lab on this kernel, simulator's linux profile):",
+        result,
     );
+    if result.closed_loop.is_none() {
+        return out;
+    }
+    let _ = writeln!(out, "the analyzer's gaps in each capture:");
+    for row in &result.rows {
+        let Some(analysis) = &row.run.analysis else {
+            continue;
+        };
+        let mut counts = [0usize; StallClass::ALL.len()];
+        for event in analysis.connections.iter().flat_map(|c| c.events.iter()) {
+            counts[event.class.index()] += 1;
+        }
+        let named: Vec<String> = StallClass::ALL
+            .iter()
+            .filter(|c| counts[c.index()] > 0)
+            .map(|c| format!("{} {}", c.name(), counts[c.index()]))
+            .collect();
+        let stalls =
+            counts[StallClass::NagleDelayedAck.index()] + counts[StallClass::DelayedAck.index()];
+        let _ = writeln!(
+            out,
+            "  {:<36} {}; {stalls} stalls, the lab measured {} stalled of {}",
+            row.name,
+            if named.is_empty() {
+                "no gap".to_string()
+            } else {
+                named.join(", ")
+            },
+            row.run.summary.stalled,
+            row.run.summary.transactions
+        );
+    }
+    out
+}
+
+fn closed_loop_text(title: &str, result: &MatrixResult) -> String {
+    let mut out = table_text(title, &result.rows);
     let transactions: usize = result.rows.iter().map(|r| r.run.summary.transactions).sum();
     let stalled: usize = result.rows.iter().map(|r| r.run.summary.stalled).sum();
     let _ = writeln!(

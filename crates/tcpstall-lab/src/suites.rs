@@ -1,6 +1,6 @@
 //! The published cases, each one command: seed 002's table of patterns and fixes, seed
-//! 000's bulk blocks, the closed-loop and fidelity matrix, the delay line's accuracy,
-//! and seeds 003 and 004 through the delay line.
+//! 000's bulk blocks, the closed-loop and fidelity matrix, the look-alikes of a stall,
+//! the delay line's accuracy, and seeds 003 and 004 through the delay line.
 
 use std::time::Duration;
 
@@ -182,9 +182,19 @@ pub struct MatrixResult {
 }
 
 pub fn matrix(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<MatrixResult> {
+    closed_loop(lab, matrix_files(transactions), options)
+}
+
+/// Runs each file; the analyzer against the lab (with capture) and the simulator against
+/// the lab, transaction by transaction, over all of them.
+fn closed_loop(
+    lab: &Lab,
+    files: Vec<(String, ScenarioFile)>,
+    options: &RunOptions,
+) -> Result<MatrixResult> {
     let mut result = MatrixResult::default();
     let mut closed = Confusion::default();
-    for (name, file) in matrix_files(transactions) {
+    for (name, file) in files {
         let row = run_row(lab, &name, file, options)?;
         if let Some(found) = &row.run.analyzer_stalled {
             closed.add(Confusion::of(found, &row.run.stalled));
@@ -196,6 +206,48 @@ pub fn matrix(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<Matr
         result.closed_loop = Some(closed);
     }
     Ok(result)
+}
+
+/// The look-alikes of a stall on this kernel, each a case the analyzer must not call a
+/// stall unless the lab measured one: a slow reader behind a small SO_RCVBUF (the window
+/// closes and reopens on reads), a reader that pauses long enough for persist probes, a
+/// TCP_NODELAY sender on its own clock whose peer's ACKs come late, and pipelined
+/// requests whose responses the client reads two at a time (real stalls among fast
+/// round trips). `transactions` is the message count of each (the persist case sends
+/// half as many).
+pub fn lookalike_files(transactions: u32) -> Vec<(String, ScenarioFile)> {
+    let mut slow = pattern_file("stream", transactions);
+    slow.workload.request = vec![4096];
+    slow.server.reader.rcvbuf = Some(8192);
+    slow.server.reader.read_bytes = Some(1024);
+    slow.server.reader.read_interval_ms = 10.0;
+
+    // The persist timer fires after the RTO, at least 200 ms (TCP_RTO_MIN): a reader
+    // pausing 400 ms between reads leaves the window closed long enough for probes.
+    let mut persist = pattern_file("stream", transactions.div_ceil(2));
+    persist.workload.request = vec![2048];
+    persist.server.reader.rcvbuf = Some(4096);
+    persist.server.reader.read_interval_ms = 400.0;
+
+    let mut periodic = pattern_file("periodic", transactions);
+    periodic.workload.period_ms = 50.0;
+    periodic.client.options.nodelay = true;
+    periodic.server.reader.read_delay_ms = 45.0;
+
+    let mut pipelined = pattern_file("pipeline", transactions);
+    pipelined.workload.depth = 2;
+    pipelined.client.reader.read_delay_ms = 2.0;
+
+    vec![
+        ("slow reader, 8 KB buffer".into(), slow),
+        ("reader pausing 400 ms (persist)".into(), persist),
+        ("TCP_NODELAY sender every 50 ms".into(), periodic),
+        ("pipelining, 2 responses per read".into(), pipelined),
+    ]
+}
+
+pub fn lookalikes(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<MatrixResult> {
+    closed_loop(lab, lookalike_files(transactions), options)
 }
 
 /// Requested against measured round trips through the delay line.
