@@ -600,6 +600,8 @@ mod tests {
                 time: 7,
                 link_type: link_type::ETHERNET,
                 data,
+                wire_len: data.len() as u32,
+                interface: 0,
             };
             let general = decode_general(&packet, None).map_err(|stop| match stop {
                 Stop::Skip(reason) => reason,

@@ -243,6 +243,8 @@ impl MergedCaptures {
                 time: packet.time,
                 link_type: packet.link_type,
                 data: packet.data,
+                wire_len: packet.wire_len,
+                interface: packet.interface,
             });
         };
         // Each turn ends a file, or reads up to the next packet of another one (a file

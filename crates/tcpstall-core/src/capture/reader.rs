@@ -53,6 +53,10 @@ pub struct Packet<'a> {
     pub link_type: i32,
     /// The captured bytes (possibly cut short by the snap length).
     pub data: &'a [u8],
+    /// Its length on the wire, and the interface it came from (0 in a pcap file; in
+    /// pcapng, the index of its Interface Description Block in the section).
+    pub wire_len: u32,
+    pub interface: u32,
 }
 
 /// What a reader noticed that did not stop it.
@@ -514,6 +518,8 @@ impl CaptureReader {
                 time,
                 link_type: iface.link_type,
                 data: bytes,
+                wire_len: read_u32(&head[12..16], big_endian),
+                interface: 0,
             });
             used = end;
         }
@@ -573,6 +579,8 @@ impl CaptureReader {
                     time,
                     link_type: iface.link_type,
                     data: &epb.data[..caplen],
+                    wire_len: epb.origlen,
+                    interface: epb.if_id,
                 });
             }
             Block::SimplePacket(spb) => {
@@ -585,6 +593,8 @@ impl CaptureReader {
                         time: self.last_time,
                         link_type: iface.link_type,
                         data: &spb.data[..caplen],
+                        wire_len: spb.origlen,
+                        interface: 0,
                     });
                 } else {
                     self.notes.packets_unknown_interface += 1;
@@ -632,6 +642,8 @@ impl CaptureReader {
             time,
             link_type: iface.link_type,
             data: &data[HEADER..HEADER + caplen],
+            wire_len: field(24),
+            interface: u32::from(if_id),
         });
         Ok(())
     }
