@@ -77,6 +77,20 @@ fn seed002_two_writes_then_read_stalls_on_every_round_trip_after_the_first() {
     assert_eq!(c["delayed_ack"]["stacks"][0], "Linux");
     assert_eq!(c["pattern"]["name"], "write-write-read");
     assert_eq!(c["fixes"][0]["role"], "client");
+    // A Linux receiver can also be told per route, with no code change.
+    let route = c["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["action"].as_str().unwrap_or("").contains("quickack 1"))
+        .unwrap_or_else(|| panic!("no route fix: {c:#}"));
+    assert_eq!(route["role"], "server");
+    assert!(
+        route["action"]
+            .as_str()
+            .unwrap()
+            .contains("ip route add 127.0.0.1/32")
+    );
     assert!(c["time_lost_share"].as_f64().unwrap() > 0.9);
     assert_eq!(report["summary"]["stalls"], 9);
 }

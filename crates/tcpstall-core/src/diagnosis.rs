@@ -493,6 +493,23 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
             saves: d.ack_delay_time,
         })
     };
+    // Linux 3.11+: RTAX_QUICKACK, a per-route metric that keeps the receiver out of
+    // delayed-ACK mode for every connection on that route (tcp_in_quickack_mode).
+    let route_quickack = matches!(
+        d.delayed_ack.as_ref().map(|p| p.timer),
+        Some(TimerGuess::Linux40)
+    )
+    .then(|| Fix {
+        role: d.delayer,
+        endpoint: d.delayer_endpoint,
+        action: format!(
+            "route to {peer} with quickack 1: ip route add {peer}/{bits} via GATEWAY dev DEV quickack 1 (as `ip route get {peer}` shows them)",
+            peer = d.holder_endpoint.ip(),
+            bits = if d.holder_endpoint.is_ipv4() { 32 } else { 128 },
+        ),
+        note: "root, no code change; every connection to that host ACKs at once; more ACK packets".to_string(),
+        saves: d.ack_delay_time,
+    });
     if d.nagle_stalls > 0 {
         {
             match d.pattern {
@@ -528,9 +545,11 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
                 }
             }
             fixes.extend(quickack);
+            fixes.extend(route_quickack);
         }
     } else {
         fixes.extend(quickack);
+        fixes.extend(route_quickack);
         fixes.extend(holder_fix(
             "keep more data in flight (larger writes, or the next request before the reply)",
             "ACKs then come for every second segment, with no timer",
