@@ -100,8 +100,9 @@ fn annotate_and_check(dir: &TempDir, input: &Path, what: &str) -> (Value, PathBu
     (report, out)
 }
 
-/// The name of the packet-comment field this tshark knows (`frame.comment` in current
-/// Wireshark, `pkt_comment` in older ones), or `None` without tshark.
+/// The name of the packet-comment field this tshark filters on (`frame.comment`; should
+/// a version not know it, `pkt_comment`, the name of the comments' protocol), or `None`
+/// without tshark.
 fn tshark_comment_field(capture: &Path) -> Option<&'static str> {
     let present = Command::new("tshark")
         .arg("--version")
