@@ -202,25 +202,32 @@ impl AnnotateOutput {
         capture: &Path,
     ) -> Result<(), String> {
         let comments = annotations::packet_comments(analysis);
-        let result = File::open(capture)
-            .map_err(|e| format!("reading the capture again: {}: {e}", capture.display()))
-            .and_then(|input| {
-                let len = input.metadata().map(|m| m.len()).unwrap_or(0);
-                let input = tcpstall_report::progress::reader(input, len, "annotating");
-                self.file
-                    .set_len(0)
-                    .map_err(|e| format!("--annotate {}: {e}", self.path.display()))?;
-                let out = io::BufWriter::with_capacity(1 << 20, &self.file);
-                annotate(input, out, &comments).map_err(|e| e.to_string())
-            });
-        let (summary, _) = match result {
-            Ok(done) => done,
-            Err(e) => {
-                // A partial copy is no copy: it goes, whether this run created it or not.
-                let _ = std::fs::remove_file(&self.path);
-                return Err(format!("{}: {e}", self.path.display()));
-            }
-        };
+        let shown = self.path.display().to_string();
+        let input = File::open(capture).map_err(|e| {
+            format!(
+                "--annotate {shown}: reading the capture again: {}: {e}",
+                capture.display()
+            )
+        })?;
+        // Only a regular file is emptied first; a device or a pipe is written as it is.
+        if self.file.metadata().is_ok_and(|m| m.is_file()) {
+            self.file
+                .set_len(0)
+                .map_err(|e| format!("--annotate {shown}: {e}"))?;
+        }
+        let len = input.metadata().map(|m| m.len()).unwrap_or(0);
+        let input = tcpstall_report::progress::reader(input, len, "annotating");
+        let out = io::BufWriter::with_capacity(1 << 20, &self.file);
+        // On failure a file this run created goes again (see Drop); one that was there
+        // before is never removed.
+        let (summary, _) = annotate(input, out, &comments).map_err(|e| {
+            let incomplete = if self.existed {
+                "; what it holds is incomplete"
+            } else {
+                ""
+            };
+            format!("--annotate {shown}: {e}{incomplete}")
+        })?;
         self.written = true;
         if summary.left_out > 0 {
             eprintln!(

@@ -342,6 +342,27 @@ fn outputs_that_cannot_be_written_are_refused_before_the_analysis() {
     check_refused(&run, "the input itself", &["the capture being analysed"]);
     assert_eq!(fs::read(&copy).unwrap(), fs::read(&input).unwrap());
 
+    // A device that cannot take the copy: an error, and the device is left alone.
+    let full = Path::new("/dev/full");
+    if full.exists() {
+        let run = tcpstall(&[analyze, flag, full, &input]);
+        let stderr = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("tcpstall: error: --annotate /dev/full: ")),
+            "{stderr}"
+        );
+        assert!(full.exists(), "/dev/full was removed");
+    }
+
+    // An existing file is replaced by the copy.
+    let existing = dir.write("existing.pcapng", b"an older file");
+    let run = tcpstall(&[analyze, flag, &existing, &input]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(packets(&existing), packets(&input));
+
     // Not a capture: the analysis fails, and the file it would have written is not left.
     let junk = dir.write("junk.pcap", b"not a capture at all");
     let out = dir.0.join("junk.pcapng");
