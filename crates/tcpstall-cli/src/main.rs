@@ -1,9 +1,9 @@
 //! The `tcpstall` command: wires the core library's sources, detector and renderers.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, IsTerminal, Write};
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -17,9 +17,9 @@ use std::sync::Arc;
 use tcpstall_core::analyze::{
     AnalyzeError, AnalyzeOptions, FileOptions, Filter, analyze, analyze_files,
 };
-use tcpstall_core::capture::{OnFileError, ProgressFn, expand_paths};
+use tcpstall_core::capture::{OnFileError, ProgressFn, annotate, expand_paths};
 use tcpstall_core::detect::DetectConfig;
-use tcpstall_core::report::{json, text};
+use tcpstall_core::report::{annotations, json, text};
 use tcpstall_core::segment::NANOS_PER_MILLI;
 
 /// Exit status when `--fail-on-stall` is given and a stall was found.
@@ -53,6 +53,7 @@ EXIT STATUS:
 EXAMPLES:
   tcpstall analyze captures/seed002-two-writes.pcap
   tcpstall analyze --stalls --port 6379 proxy.pcapng.gz
+  tcpstall analyze --annotate marked.pcapng capture.pcap   # then in Wireshark: frame.comment contains \"tcpstall\"
   tcpstall analyze ring/                            # every file of a tcpdump -C/-G/-W ring, in time order
   tcpstall analyze eth0.pcap eth1.pcap              # two capture points merged
   tcpdump -i eth0 -w - 'tcp port 8080' | tcpstall analyze -
@@ -127,6 +128,129 @@ struct AnalyzeArgs {
     /// Also write each stalled connection's graphs as SVG and PNG into this directory
     #[arg(long, value_name = "DIR")]
     graphs: Option<PathBuf>,
+    /// Also write the capture again as pcapng, every packet unchanged, with a comment on
+    /// the packets of each stall and gap (Wireshark: frame.comment contains "tcpstall");
+    /// takes one capture file, or - (reads the capture twice)
+    #[arg(long, value_name = "OUT.pcapng")]
+    annotate: Option<PathBuf>,
+}
+
+/// The file `--annotate` writes, opened before the analysis so that a path that cannot
+/// be written is said at once. An existing file is emptied only when the copy is
+/// written; one this run created is removed if the run ends without the copy.
+struct AnnotateOutput {
+    path: PathBuf,
+    file: File,
+    existed: bool,
+    written: bool,
+}
+
+impl Drop for AnnotateOutput {
+    fn drop(&mut self) {
+        if !self.written && !self.existed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl AnnotateOutput {
+    fn open(path: &Path, captures: &[PathBuf]) -> Result<AnnotateOutput, String> {
+        let input = match captures {
+            [one] if one.as_os_str() == "-" || !one.is_dir() => one,
+            _ => {
+                return Err(
+                    "--annotate writes a copy of one capture: give it one file or - (merge several first, e.g. with mergecap)"
+                        .into(),
+                );
+            }
+        };
+        let shown = path.display();
+        if path.as_os_str() == "-" {
+            return Err(
+                "--annotate needs a file to write (standard output carries the report)".into(),
+            );
+        }
+        if path.is_dir() {
+            return Err(format!("--annotate {shown}: is a directory"));
+        }
+        if let (Ok(out), Ok(input)) = (path.canonicalize(), input.canonicalize())
+            && out == input
+        {
+            return Err(format!(
+                "--annotate {shown}: is the capture being analysed; name another file"
+            ));
+        }
+        let existed = path.exists();
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| format!("--annotate {shown}: {e}"))?;
+        Ok(AnnotateOutput {
+            path: path.to_path_buf(),
+            file,
+            existed,
+            written: false,
+        })
+    }
+
+    /// Reads `capture` again and writes it with the comments of `analysis`'s gaps.
+    fn write(
+        mut self,
+        analysis: &tcpstall_core::analyze::Analysis,
+        capture: &Path,
+    ) -> Result<(), String> {
+        let comments = annotations::packet_comments(analysis);
+        let shown = self.path.display().to_string();
+        let input = File::open(capture).map_err(|e| {
+            format!(
+                "--annotate {shown}: reading the capture again: {}: {e}",
+                capture.display()
+            )
+        })?;
+        // Only a regular file is emptied first; a device or a pipe is written as it is.
+        if self.file.metadata().is_ok_and(|m| m.is_file()) {
+            self.file
+                .set_len(0)
+                .map_err(|e| format!("--annotate {shown}: {e}"))?;
+        }
+        let len = input.metadata().map(|m| m.len()).unwrap_or(0);
+        let input = tcpstall_report::progress::reader(input, len, "annotating");
+        let out = io::BufWriter::with_capacity(1 << 20, &self.file);
+        // On failure a file this run created goes again (see Drop); one that was there
+        // before is never removed.
+        let (summary, _) = annotate(input, out, &comments).map_err(|e| {
+            let incomplete = if self.existed {
+                "; what it holds is incomplete"
+            } else {
+                ""
+            };
+            format!("--annotate {shown}: {e}{incomplete}")
+        })?;
+        self.written = true;
+        if summary.left_out > 0 {
+            eprintln!(
+                "tcpstall: warning: {}: {} packets on interfaces no description declared were left out; frame numbers after them differ from the report's",
+                self.path.display(),
+                summary.left_out
+            );
+        }
+        if summary.unplaced > 0 {
+            eprintln!(
+                "tcpstall: warning: {}: {} comments name packets the capture no longer has (did it change?)",
+                self.path.display(),
+                summary.unplaced
+            );
+        }
+        eprintln!(
+            "tcpstall: wrote {} ({} packets, {} annotated)",
+            self.path.display(),
+            summary.packets,
+            summary.annotated
+        );
+        Ok(())
+    }
 }
 
 fn main() -> ExitCode {
@@ -227,6 +351,16 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_ERROR);
     }
+    let annotate_out = match &args.annotate {
+        Some(path) => match AnnotateOutput::open(path, &args.captures) {
+            Ok(out) => Some(out),
+            Err(e) => {
+                eprintln!("tcpstall: error: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
+        },
+        None => None,
+    };
     let options = AnalyzeOptions {
         detect: DetectConfig {
             min_gap: (args.min_gap * NANOS_PER_MILLI as f64) as i64,
@@ -250,8 +384,9 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
         finish_on_interrupt();
-        if args.html.is_some() || args.graphs.is_some() {
-            // The graphs read the capture twice: keep a copy of standard input.
+        if args.html.is_some() || args.graphs.is_some() || args.annotate.is_some() {
+            // The graphs and the annotated copy read the capture twice: keep a copy of
+            // standard input.
             match tcpstall_report::spool::Spool::new().and_then(|s| Ok((s.tee(io::stdin())?, s))) {
                 Ok((tee, s)) => {
                     spool = Some(s);
@@ -259,7 +394,7 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!(
-                        "tcpstall: error: cannot keep a copy of standard input for the graphs: {e}"
+                        "tcpstall: error: cannot keep a copy of standard input to read it twice: {e}"
                     );
                     return ExitCode::from(EXIT_ERROR);
                 }
@@ -316,7 +451,7 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
         // Graphs of several files would need their merge read again: not drawn yet.
         let capture = match &spool {
             Some(s) => s.path().map(|p| p.to_path_buf()),
-            None => capture,
+            None => capture.clone(),
         };
         if let Err(e) = tcpstall_report::analysis::write_reports(
             &analysis,
@@ -325,6 +460,22 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             args.graphs.as_deref(),
             &Default::default(),
         ) {
+            eprintln!("tcpstall: error: {e}");
+            return ExitCode::from(EXIT_ERROR);
+        }
+    }
+    if let Some(out) = annotate_out {
+        let capture = match &spool {
+            Some(s) => s.path().map(|p| p.to_path_buf()),
+            None => capture,
+        };
+        let Some(capture) = capture else {
+            eprintln!(
+                "tcpstall: error: --annotate: the copy of standard input could not be kept (is the disk full?)"
+            );
+            return ExitCode::from(EXIT_ERROR);
+        };
+        if let Err(e) = out.write(&analysis, &capture) {
             eprintln!("tcpstall: error: {e}");
             return ExitCode::from(EXIT_ERROR);
         }

@@ -192,6 +192,9 @@ pub struct Evidence {
     pub data_before_packet: u64,
     pub ack_packet: Option<u64>,
     pub data_after_packet: u64,
+    /// The last data segment of the burst that left with the one ending the gap (the same
+    /// packet when that one left alone): where the release ends.
+    pub released_last_packet: u64,
     /// Size of the segment that ended the gap, and the sender's full segment size (its
     /// MSS, or the smaller segment limit it was seen keeping to).
     pub released_segment_bytes: u32,
@@ -240,6 +243,8 @@ pub struct GapContext {
     pub gap_end: Nanos,
     pub data_before_packet: u64,
     pub data_after_packet: u64,
+    /// The last segment of the burst that left with it (itself when it left alone).
+    pub burst_last_packet: u64,
     /// The side whose segment ends the gap.
     pub sender: usize,
     /// The MSS the sender may use, and its full segment size (the MSS, or a smaller
@@ -352,6 +357,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
         evidence: Evidence {
             data_before_packet: ctx.data_before_packet,
             data_after_packet: ctx.data_after_packet,
+            released_last_packet: ctx.burst_last_packet,
             released_segment_bytes: ctx.segment_bytes,
             sender_mss: ctx.sender_full_size,
             retransmission: ctx.segment_is_retransmission,

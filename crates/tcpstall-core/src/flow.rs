@@ -680,6 +680,7 @@ impl Connection {
                 gap_end: t,
                 data_before_packet: before_packet,
                 data_after_packet: packet,
+                burst_last_packet: packet,
                 sender: x,
                 sender_mss: mss,
                 sender_full_size: mss,
@@ -733,6 +734,7 @@ impl Connection {
             let gap = &mut self.gaps[index];
             gap.context.burst_bytes += u64::from(segment.payload_len);
             gap.context.burst_end = gap.context.burst_end.max(seq_end);
+            gap.context.burst_last_packet = packet;
             gap.last_burst_segment = segment.payload_len;
         }
         self.last_data = Some((t, x, packet));
@@ -911,6 +913,7 @@ impl Connection {
                     data_before_packet: packet,
                     ack_packet: Some(packet),
                     data_after_packet: last.packet,
+                    released_last_packet: last.packet,
                     window_before: Some(0),
                     window_after: Some(0),
                     basis: crate::basis::Basis::of(&[Link::ZeroWindow, Link::StillClosedAtEnd]),

@@ -166,6 +166,30 @@ fn full_segment_released_by_a_delayed_ack_is_delayed_ack() {
 }
 
 #[test]
+fn a_burst_released_by_a_delayed_ack_names_where_the_release_ends() {
+    let mut wire = Wire::new(1, 2);
+    let t = wire.handshake(0, 20 * US, 20 * US) + MS;
+    // Packets 1 to 3: the handshake; 4: a full segment; 5: the delayed ACK; 6 to 8: the
+    // burst it lets go; 9: the reply.
+    wire.data(true, t, 1448);
+    wire.ack(false, t + 40 * MS);
+    for i in 0..3 {
+        wire.data(true, t + 40 * MS + (30 + i) * US, 1448);
+    }
+    wire.data(false, t + 41 * MS, 10);
+    let d = wire.only();
+    let e = &d.events[0];
+    assert_eq!(e.class, StallClass::DelayedAck, "{:#?}", d.events);
+    assert_eq!(e.held_bytes, 3 * 1448);
+    let ev = &e.evidence;
+    assert_eq!(
+        (ev.data_before_packet, ev.ack_packet, ev.data_after_packet),
+        (4, Some(5), 6)
+    );
+    assert_eq!(ev.released_last_packet, 8);
+}
+
+#[test]
 fn repeated_data_after_silence_is_a_retransmission_timeout() {
     let mut wire = Wire::new(1, 2);
     let t = wire.handshake(0, 20 * US, 20 * US) + MS;

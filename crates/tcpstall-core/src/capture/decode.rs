@@ -602,6 +602,7 @@ mod tests {
                 data,
                 wire_len: data.len() as u32,
                 interface: 0,
+                time_units: 1_000_000,
             };
             let general = decode_general(&packet, None).map_err(|stop| match stop {
                 Stop::Skip(reason) => reason,

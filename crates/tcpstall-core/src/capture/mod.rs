@@ -1,5 +1,7 @@
-//! Capture input and output: pcap/pcapng files in, [`Segment`](crate::segment::Segment)s out.
+//! Capture input and output: pcap/pcapng files in, [`Segment`](crate::segment::Segment)s out;
+//! pcap out (simulations, the lab), and a capture written again as pcapng with comments.
 
+mod annotate;
 mod compressed;
 mod decode;
 mod fast;
@@ -12,6 +14,7 @@ mod writer;
 
 use std::io;
 
+pub use annotate::{AnnotateError, AnnotateSummary, PcapngWriter, annotate};
 pub use compressed::Compression;
 pub use decode::{Decoded, Decoder, SkipCounts, SkipReason, decode_packet};
 pub use fragments::FragmentCounts;

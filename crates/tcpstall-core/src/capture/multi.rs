@@ -245,6 +245,7 @@ impl MergedCaptures {
                 data: packet.data,
                 wire_len: packet.wire_len,
                 interface: packet.interface,
+                time_units: packet.time_units,
             });
         };
         // Each turn ends a file, or reads up to the next packet of another one (a file

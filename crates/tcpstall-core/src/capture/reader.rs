@@ -57,6 +57,9 @@ pub struct Packet<'a> {
     /// pcapng, the index of its Interface Description Block in the section).
     pub wire_len: u32,
     pub interface: u32,
+    /// Timestamp units per second of that interface (10^6 or 10^9 in pcap; what
+    /// if_tsresol says in pcapng): how finely `time` was recorded.
+    pub time_units: u64,
 }
 
 /// What a reader noticed that did not stop it.
@@ -520,6 +523,7 @@ impl CaptureReader {
                 data: bytes,
                 wire_len: read_u32(&head[12..16], big_endian),
                 interface: 0,
+                time_units: iface.units_per_sec,
             });
             used = end;
         }
@@ -581,6 +585,7 @@ impl CaptureReader {
                     data: &epb.data[..caplen],
                     wire_len: epb.origlen,
                     interface: epb.if_id,
+                    time_units: iface.units_per_sec,
                 });
             }
             Block::SimplePacket(spb) => {
@@ -595,6 +600,7 @@ impl CaptureReader {
                         data: &spb.data[..caplen],
                         wire_len: spb.origlen,
                         interface: 0,
+                        time_units: iface.units_per_sec,
                     });
                 } else {
                     self.notes.packets_unknown_interface += 1;
@@ -644,6 +650,7 @@ impl CaptureReader {
             data: &data[HEADER..HEADER + caplen],
             wire_len: field(24),
             interface: u32::from(if_id),
+            time_units: iface.units_per_sec,
         });
         Ok(())
     }

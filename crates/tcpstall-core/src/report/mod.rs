@@ -1,4 +1,5 @@
 //! Renderers over an [`Analysis`](crate::analyze::Analysis): they never detect anything.
 
+pub mod annotations;
 pub mod json;
 pub mod text;
