@@ -8,10 +8,11 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 mod lab;
+mod shell;
 mod simulate;
 mod workload_args;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::sync::Arc;
 
 use tcpstall_core::analyze::{
@@ -85,6 +86,19 @@ EXAMPLES:
   tcpstall lab --pattern proxy-split --rtt 20 --compare-sim   # root: delay line
   tcpstall lab --suite matrix --capture matrix.pcap       # closed loop and fidelity")]
     Lab(Box<lab::LabArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    #[command(after_help = "\
+EXAMPLES:
+  tcpstall completions bash > /etc/bash_completion.d/tcpstall
+  tcpstall completions zsh > \"${fpath[1]}/_tcpstall\"
+  tcpstall completions fish > ~/.config/fish/completions/tcpstall.fish")]
+    Completions(shell::CompletionsArgs),
+    /// Print the manual page (roff), or write one page per command into a directory
+    #[command(after_help = "\
+EXAMPLES:
+  tcpstall man | man -l -
+  tcpstall man --dir /usr/local/share/man/man1")]
+    Man(shell::ManArgs),
 }
 
 #[derive(Args)]
@@ -254,8 +268,13 @@ impl AnnotateOutput {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match cli.command {
+        Command::Completions(args) => report(shell::completions(&args, Cli::command())),
+        Command::Man(args) => report(shell::man(&args, Cli::command())),
         Command::Analyze(args) => run_analyze(args),
         Command::Lab(args) => match lab::run(&args) {
             Ok(()) => ExitCode::SUCCESS,
@@ -272,6 +291,47 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_ERROR)
             }
         },
+    }
+}
+
+/// Help and version go to standard output as clap prints them; a usage error is one
+/// line, `tcpstall: error: ...` with what to try, and exit status 2.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::from(EXIT_ERROR)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let rendered = e.render().to_string();
+    // The message, without clap's usage and hint paragraphs, on one line.
+    let message = rendered
+        .split("\n\n")
+        .next()
+        .unwrap_or("bad usage")
+        .trim_start_matches("error: ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    eprintln!("tcpstall: error: {message} (tcpstall --help for usage)");
+    ExitCode::from(EXIT_ERROR)
+}
+
+fn report(result: Result<(), String>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tcpstall: error: {e}");
+            ExitCode::from(EXIT_ERROR)
+        }
     }
 }
 

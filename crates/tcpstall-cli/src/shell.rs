@@ -1,0 +1,83 @@
+//! `tcpstall completions` and `tcpstall man`: generated from the command-line definition
+//! itself, so they always match the flags.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use clap_complete::Shell;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ShellName {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+#[derive(Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_name = "SHELL")]
+    shell: ShellName,
+}
+
+#[derive(Args)]
+pub struct ManArgs {
+    /// Write tcpstall.1 and one page per command (tcpstall-analyze.1, ...) into this
+    /// directory instead of printing tcpstall.1
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+pub fn completions(args: &CompletionsArgs, mut command: clap::Command) -> Result<(), String> {
+    let shell = match args.shell {
+        ShellName::Bash => Shell::Bash,
+        ShellName::Zsh => Shell::Zsh,
+        ShellName::Fish => Shell::Fish,
+        ShellName::Elvish => Shell::Elvish,
+        ShellName::Powershell => Shell::PowerShell,
+    };
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command, "tcpstall", &mut out);
+    write_stdout(&out)
+}
+
+pub fn man(args: &ManArgs, command: clap::Command) -> Result<(), String> {
+    let Some(dir) = &args.dir else {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(command)
+            .render(&mut out)
+            .map_err(|e| format!("rendering the manual page: {e}"))?;
+        return write_stdout(&out);
+    };
+    if !dir.is_dir() {
+        return Err(format!("{}: not a directory", dir.display()));
+    }
+    clap_mangen::generate_to(command, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut pages: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("tcpstall") && name.ends_with(".1"))
+        .collect();
+    pages.sort();
+    eprintln!(
+        "tcpstall: wrote {} manual pages into {}: {}",
+        pages.len(),
+        dir.display(),
+        pages.join(", ")
+    );
+    Ok(())
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<(), String> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("writing to standard output: {e}"))
+        }
+        _ => Ok(()),
+    }
+}

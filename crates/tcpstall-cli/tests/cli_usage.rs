@@ -1,0 +1,87 @@
+//! The command line itself: usage errors in one line, shell completions and manual pages
+//! generated from the same definition as the flags.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::TempDir;
+
+fn tcpstall(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+        .args(args)
+        .output()
+        .expect("run tcpstall")
+}
+
+#[test]
+fn usage_errors_are_one_line_and_exit_2() {
+    for args in [
+        &["analyze"][..],
+        &["analyze", "--no-such-flag", "x.pcap"],
+        &["analyze", "--top", "many", "x.pcap"],
+        &["simulate", "--rtt"],
+        &["lab", "--suite", "nope"],
+        &["no-such-command"],
+        &["completions", "tcsh"],
+    ] {
+        let out = tcpstall(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("tcpstall: error: "), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+    // Help and version are answers, not errors.
+    for args in [&["--help"][..], &["analyze", "--help"], &["--version"]] {
+        let out = tcpstall(args);
+        assert!(out.status.success(), "{args:?}");
+        assert!(!out.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn completions_know_every_command_and_flag() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = tcpstall(&["completions", shell]);
+        assert!(out.status.success(), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        // Fish names long flags without their dashes (-l annotate).
+        for word in ["analyze", "simulate", "lab", "annotate", "fail-on-stall"] {
+            assert!(script.contains(word), "{shell} completion lacks {word}");
+        }
+    }
+}
+
+#[test]
+fn manual_pages_cover_every_command() {
+    let out = tcpstall(&["man"]);
+    assert!(out.status.success());
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.contains(".TH tcpstall 1"), "{page}");
+    assert!(page.contains("analyze"), "{page}");
+
+    let dir = TempDir::new("cli_usage", "man");
+    let out = tcpstall(&["man", "--dir", dir.0.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in [
+        "tcpstall.1",
+        "tcpstall-analyze.1",
+        "tcpstall-simulate.1",
+        "tcpstall-lab.1",
+    ] {
+        let text = std::fs::read_to_string(dir.0.join(name)).unwrap_or_default();
+        assert!(text.contains(".TH"), "{name}: {text}");
+    }
+    let analyze = std::fs::read_to_string(dir.0.join("tcpstall-analyze.1")).unwrap();
+    assert!(analyze.contains("fail\\-on\\-stall"), "{analyze}");
+
+    let missing = dir.0.join("no-such-dir");
+    let out = tcpstall(&["man", "--dir", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+}
