@@ -85,6 +85,12 @@ fn build_file(args: &LabArgs) -> Fallible<ScenarioFile> {
 }
 
 fn check_args(args: &LabArgs) -> Fallible<()> {
+    if let Some(path) = &args.capture {
+        crate::outputs::check_file("--capture", path)?;
+    }
+    if let Some(path) = &args.html {
+        crate::outputs::check_file("--html", path)?;
+    }
     if !(args.time_limit.is_finite() && args.time_limit > 0.0 && args.time_limit <= 86_400.0) {
         return Err(format!(
             "--time-limit must be between 0 and 86400 s, got {}",
@@ -318,7 +324,9 @@ fn write_html(args: &LabArgs, title: &str, rows: &[ComparisonRow]) -> Fallible<(
     };
     // Latencies at or above 30 ms are drawn as stalls: under every delayed-ACK timer.
     let page = tcpstall_report::compare::comparison(title, &["stalled"], rows, Some(0.030)).page;
-    std::fs::write(path, page).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(path, page).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("tcpstall: wrote {}", path.display());
+    Ok(())
 }
 
 /// Each suite row twice: the lab's latencies and the simulator's.

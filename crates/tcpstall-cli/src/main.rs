@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 mod lab;
+mod outputs;
 mod shell;
 mod simulate;
 mod workload_args;
@@ -294,6 +295,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--html` and `--graphs`, checked before the analysis starts, so that a long run does
+/// not end on a path that cannot be written (`--annotate` opens its file at once).
+fn check_outputs(args: &AnalyzeArgs) -> Result<(), String> {
+    if let Some(path) = &args.html {
+        outputs::check_file("--html", path)?;
+    }
+    if let Some(dir) = &args.graphs {
+        outputs::check_dir("--graphs", dir)?;
+    }
+    Ok(())
+}
+
+/// One line per output: the page, and the pictures in their directory.
+fn say_written(
+    written: &tcpstall_report::analysis::Written,
+    html: Option<&Path>,
+    graphs: Option<&Path>,
+) {
+    if let Some(path) = html {
+        eprintln!("tcpstall: wrote {}", path.display());
+    }
+    if let Some(dir) = graphs {
+        let pictures = written
+            .files
+            .iter()
+            .filter(|f| f.parent() == Some(dir))
+            .count();
+        let n = written.connections_drawn;
+        eprintln!(
+            "tcpstall: wrote {pictures} pictures of {n} connection{} into {}",
+            if n == 1 { "" } else { "s" },
+            dir.display()
+        );
+    }
+}
+
 /// Help and version go to standard output as clap prints them; a usage error is one
 /// line, `tcpstall: error: ...` with what to try, and exit status 2.
 fn usage_error(e: clap::Error) -> ExitCode {
@@ -411,6 +448,10 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_ERROR);
     }
+    if let Err(e) = check_outputs(&args) {
+        eprintln!("tcpstall: error: {e}");
+        return ExitCode::from(EXIT_ERROR);
+    }
     let annotate_out = match &args.annotate {
         Some(path) => match AnnotateOutput::open(path, &args.captures) {
             Ok(out) => Some(out),
@@ -513,15 +554,18 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             Some(s) => s.path().map(|p| p.to_path_buf()),
             None => capture.clone(),
         };
-        if let Err(e) = tcpstall_report::analysis::write_reports(
+        match tcpstall_report::analysis::write_reports(
             &analysis,
             capture.as_deref(),
             args.html.as_deref(),
             args.graphs.as_deref(),
             &Default::default(),
         ) {
-            eprintln!("tcpstall: error: {e}");
-            return ExitCode::from(EXIT_ERROR);
+            Ok(written) => say_written(&written, args.html.as_deref(), args.graphs.as_deref()),
+            Err(e) => {
+                eprintln!("tcpstall: error: {e}");
+                return ExitCode::from(EXIT_ERROR);
+            }
         }
     }
     if let Some(out) = annotate_out {

@@ -158,7 +158,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> Fallible<String> {
 }
 
 fn write_file(path: &PathBuf, bytes: &[u8]) -> Fallible<()> {
-    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("tcpstall: wrote {}", path.display());
+    Ok(())
 }
 
 /// Runs the subcommand; returns what to print on standard output.
@@ -175,6 +177,15 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
     }
     if args.accuracy_matrix {
         return accuracy_matrix(args);
+    }
+    for (flag, path) in [
+        ("--html", &args.html),
+        ("--pcap", &args.pcap),
+        ("--truth", &args.truth),
+    ] {
+        if let Some(path) = path {
+            crate::outputs::check_file(flag, path)?;
+        }
     }
     let file = build_file(args)?;
     let scenario = file.resolve().map_err(|e| e.to_string())?;
@@ -246,6 +257,7 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         writer
             .flush()
             .map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("tcpstall: wrote {}", path.display());
     }
     if let Some(path) = &args.truth {
         write_file(path, to_json(&report::truth(&result))?.as_bytes())?;

@@ -85,3 +85,49 @@ fn manual_pages_cover_every_command() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
 }
+
+#[test]
+fn output_paths_are_checked_before_the_work_starts() {
+    let dir = TempDir::new("cli_usage", "outputs");
+    let capture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../captures/seed002-two-writes.pcap"
+    );
+    let missing = dir.0.join("no-such-dir").join("out");
+    let missing = missing.to_str().unwrap();
+    let here = dir.0.to_str().unwrap();
+    for args in [
+        vec!["analyze", "--html", missing, capture],
+        vec!["analyze", "--html", here, capture],
+        vec!["analyze", "--graphs", capture, capture],
+        vec!["simulate", "--pcap", missing],
+        vec!["simulate", "--truth", here],
+        vec!["lab", "--capture", missing],
+        vec!["lab", "--html", here],
+    ] {
+        let out = tcpstall(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("tcpstall: error: --"), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+    // A checked path is not left behind, and each output written is named.
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
+    let page = dir.0.join("r.html");
+    let graphs = dir.0.join("graphs");
+    let out = tcpstall(&[
+        "analyze",
+        "--html",
+        page.to_str().unwrap(),
+        "--graphs",
+        graphs.to_str().unwrap(),
+        capture,
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("tcpstall: wrote {}", page.display())),
+        "{err}"
+    );
+    assert!(err.contains("pictures of 1 connection into"), "{err}");
+}
