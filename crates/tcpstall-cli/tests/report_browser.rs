@@ -2,9 +2,17 @@
 //! with no console message, show the expected number of stall markers, and a screenshot
 //! is saved. Without chromium the tests say why they skipped.
 
+use std::collections::HashSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// The benchmark's capture generator, the same code as
+/// `cargo run --release -p tcpstall-core --example synth_capture -- FILE 20M`.
+#[allow(dead_code)]
+#[path = "../../tcpstall-core/examples/synth_capture.rs"]
+mod synth;
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -34,27 +42,55 @@ fn chromium() -> Option<PathBuf> {
     .find(|p| p.exists())
 }
 
-/// Runs a command, killing it after `limit`.
+/// Runs a command, killing it after `limit`. Its output is read while it runs, so a
+/// large dumped DOM cannot fill the pipe and stall it.
 fn run_with_timeout(mut command: Command, limit: Duration) -> Output {
     let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start chromium");
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
+            let _ = child.wait();
+            let stderr = stderr.join().unwrap_or_default();
             panic!(
                 "chromium did not finish within {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
+                String::from_utf8_lossy(&stderr)
             );
         }
         std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
     }
 }
 
@@ -206,4 +242,126 @@ fn simulate_sweep_page_renders() {
     );
     let dom = check_in_browser(&chromium, &dir, &page, 0);
     assert_eq!(dom.matches(r#"class="sweep-point""#).count(), 31);
+}
+
+/// Every `href="#x"` in `html` and whether an element has `id="x"`.
+fn dead_links(html: &str) -> Vec<String> {
+    let ids: HashSet<&str> = html
+        .split(r#" id=""#)
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .collect();
+    html.split(r##"href="#"##)
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .filter(|id| !ids.contains(id))
+        .map(str::to_string)
+        .collect()
+}
+
+fn analyze_html(root: &Path, capture: &Path, page: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+        .current_dir(root)
+        .args(["analyze", "--html"])
+        .arg(page)
+        .arg(capture)
+        .output()
+        .expect("run tcpstall");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The dumped DOM of `page` in a 1280x800 window, opened at `fragment`.
+fn dump_dom(chromium: &Path, dir: &Path, page: &Path, fragment: &str) -> String {
+    let mut command = Command::new(chromium);
+    command.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1280,800",
+        "--dump-dom",
+    ]);
+    command.arg(format!("--user-data-dir={}", dir.join("profile").display()));
+    command.arg(format!("file://{}{fragment}", page.display()));
+    let out = run_with_timeout(command, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[test]
+fn every_in_page_link_has_its_target() {
+    let root = workspace_root();
+    let dir = test_dir("report-links");
+    for capture in [
+        "seed002-two-writes",
+        "seed002-nodelay",
+        "seed002-one-write",
+        "server-sleep-40ms",
+    ] {
+        let page = dir.join(format!("{capture}.html"));
+        analyze_html(&root, &root.join(format!("captures/{capture}.pcap")), &page);
+        let html = std::fs::read_to_string(&page).expect("page written");
+        assert_eq!(dead_links(&html), Vec::<String>::new(), "{capture}");
+    }
+}
+
+#[test]
+fn a_report_of_thousands_of_connections_opens_on_its_graphs_and_filters_its_table() {
+    let Some(chromium) = chromium() else {
+        eprintln!(
+            "skipped: no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)"
+        );
+        return;
+    };
+    let root = workspace_root();
+    let dir = test_dir("report-scale");
+    let capture = dir.join("synth.pcap");
+    synth::generate(
+        capture.to_str().expect("utf-8 path"),
+        20 << 20,
+        synth::DEFAULT_SEED,
+    )
+    .expect("synthetic capture");
+    let page = dir.join("report.html");
+    analyze_html(&root, &capture, &page);
+    let html = std::fs::read_to_string(&page).expect("page written");
+    let rows = html.matches("<tr><td class=\"num\" data-v=").count();
+    assert!(rows > 4000, "one table row per connection: {rows}");
+    assert_eq!(dead_links(&html), Vec::<String>::new());
+
+    // (a) The first graph is within two screen heights of the top.
+    let dom = dump_dom(&chromium, &dir, &page, "");
+    assert_eq!(status_attr(&dom, "data-status").as_deref(), Some("ok"));
+    assert_eq!(status_attr(&dom, "data-dead-links").as_deref(), Some("0"));
+    let top: f64 = status_attr(&dom, "data-first-graph-top")
+        .and_then(|v| v.parse().ok())
+        .expect("the page measured its first graph");
+    assert!(top < 1600.0, "first graph at y = {top}");
+    assert_eq!(status_attr(&dom, "data-rows-shown"), Some(rows.to_string()));
+
+    // (b) Text in the filter box narrows the rows: one server port.
+    let dom = dump_dom(&chromium, &dir, &page, "#filter=:6379%20nagle");
+    let shown: usize = status_attr(&dom, "data-rows-shown")
+        .and_then(|v| v.parse().ok())
+        .expect("rows shown");
+    let table = &html[html.find(r#"id="conn-table""#).expect("the table")..];
+    let table = &table[..table.find("</table>").expect("the table's end")];
+    let expected = table
+        .split("<tr>")
+        .filter(|r| r.contains(":6379</td>") && r.contains("nagle-delayed-ack"))
+        .count();
+    assert!(shown > 0 && shown < rows, "{shown} of {rows} rows shown");
+    assert_eq!(shown, expected);
+    assert_eq!(dom.matches("<tr hidden=").count(), rows - shown);
 }

@@ -57,7 +57,13 @@ fn html_and_graphs_for_the_two_writes_capture() {
     let text = std::fs::read_to_string(&html).expect("html");
     assert_self_contained(&text);
     assert_eq!(text.matches(r#"class="stall-marker""#).count(), 9);
-    assert!(text.matches(r#"class="stall-band""#).count() >= 3);
+    // The zoom on one stall: the data held on the client's line, the ACK delayed on
+    // the server's, with the timer's duration.
+    assert_eq!(text.matches(r#"class="zoom-held""#).count(), 1);
+    assert_eq!(text.matches(r#"class="zoom-ack-delay""#).count(), 1);
+    assert!(text.contains("ACK delayed 43.7 ms by the server"));
+    // One table of every connection, sortable and filterable.
+    assert!(text.contains(r#"id="conn-table""#) && text.contains(r#"id="conn-filter""#));
     assert!(text.contains("nagle-delayed-ack"));
     assert!(text.contains("first packet (ms)"));
     assert!(text.contains("relative sequence number (bytes)"));
@@ -116,7 +122,8 @@ fn connections_without_gaps_get_a_table_and_no_graph() {
         .expect("run");
     assert!(out.status.success());
     let text = std::fs::read_to_string(&html).expect("html");
-    assert!(text.contains("summary-table"));
+    assert!(text.contains(r#"id="conn-table""#));
+    assert!(!text.contains(r##"href="#conn-"##), "no section to link to");
     assert_eq!(text.matches("<svg").count(), 0);
 }
 

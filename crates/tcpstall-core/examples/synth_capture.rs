@@ -49,7 +49,7 @@ const WSCALE: u8 = 7;
 const START: Nanos = 1_767_225_600 * 1_000_000_000;
 /// Data segments generated at a time for a bulk transfer.
 const BULK_CHUNK: u32 = 32;
-const DEFAULT_SEED: u64 = 0x7c9_57a11;
+pub(crate) const DEFAULT_SEED: u64 = 0x7c9_57a11;
 const OUT_BUFFER: usize = 8 << 20;
 
 const CLIENT: usize = 0;
@@ -668,14 +668,14 @@ fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(1u64 << shift)
 }
 
-struct Totals {
+pub(crate) struct Totals {
     packets: u64,
     connections: u64,
     bytes: u64,
     last_time: Nanos,
 }
 
-fn generate(path: &str, target: u64, seed: u64) -> io::Result<Totals> {
+pub(crate) fn generate(path: &str, target: u64, seed: u64) -> io::Result<Totals> {
     let file = File::create(path)?;
     let count = Rc::new(Cell::new(0u64));
     let out = Counting {

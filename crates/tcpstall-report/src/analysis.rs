@@ -1,6 +1,7 @@
 //! `tcpstall analyze --html FILE` and `--graphs DIR`: the summary table, each stalled
 //! connection's graphs, and every listed stall's packets.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Read;
@@ -15,13 +16,15 @@ use crate::graphs::{self, Histogram, SeqGraph, ViewKind, stall_anchor};
 use crate::page::page;
 use crate::scale;
 use crate::svg::escape;
+use crate::table::{self, verdict_class};
 use crate::trace::{self, ConnectionTrace, Listing, ListingRow, TraceConfig};
+use crate::zoom::{self, StallZoom};
 use crate::{ReportError, png, progress};
 
-/// Rows of the summary table at most; the rest are counted.
-const MAX_SUMMARY_ROWS: usize = 500;
 /// Gaps listed per connection in the HTML at most.
 const MAX_EVENT_ROWS: usize = 300;
+/// Connections shown with their graphs before the table of every connection.
+const WORST_FIRST: usize = 5;
 
 /// The pictures of one connection.
 pub struct ConnectionGraphs {
@@ -63,23 +66,23 @@ pub fn draw(analysis: &Analysis, traces: Vec<ConnectionTrace>) -> Vec<Connection
                 width: 640.0,
                 height: 400.0,
                 window_scaled: trace.window_scaled,
+                linked_events: MAX_EVENT_ROWS,
             });
-            let zoom = trace.zoom.as_ref().map(|view| {
-                let span = scale::duration((view.end - view.start) as f64 / 1e9);
-                graphs::time_sequence(&SeqGraph {
+            let zoom = trace.representative.and_then(|r| {
+                let e = c.events.get(r)?;
+                Some(zoom::stall_zoom(&StallZoom {
                     connection: c,
-                    connection_number: number,
-                    view,
-                    sender: trace.sender,
-                    kind: ViewKind::Zoom,
+                    event_index: r,
+                    listing: trace.listings.iter().find(|l| l.event == r),
                     title: format!(
-                        "#{number} zoom: {span} around stall {}",
-                        trace.representative.map_or(0, |r| r + 1)
+                        "#{number} zoom on gap {}: {} {}",
+                        r + 1,
+                        e.class.name(),
+                        scale::duration(e.duration() as f64 / 1e9)
                     ),
                     width: 640.0,
-                    height: 400.0,
-                    window_scaled: trace.window_scaled,
-                })
+                    height: 330.0,
+                }))
             });
             let use_round_trips = trace.round_trips.count >= 3 || trace.data_gaps.count < 3;
             let (hist, kind, x_label) = if use_round_trips {
@@ -126,14 +129,6 @@ pub fn draw(analysis: &Analysis, traces: Vec<ConnectionTrace>) -> Vec<Connection
         .collect()
 }
 
-fn verdict_class(c: &ConnectionDiagnosis) -> &'static str {
-    if c.stall_count > 0 {
-        "verdict-bad"
-    } else {
-        "verdict-ok"
-    }
-}
-
 fn pattern_text(p: Pattern) -> String {
     match p {
         Pattern::WriteWriteRead => {
@@ -152,73 +147,6 @@ fn speedup(duration: Nanos, saves: Nanos) -> String {
         "much faster".into()
     } else {
         format!("{:.1}x faster", duration as f64 / after as f64)
-    }
-}
-
-fn summary_table(analysis: &Analysis, out: &mut String) {
-    let origin = analysis.input.first_time.unwrap_or(0);
-    let rows: Vec<usize> = (0..analysis.connections.len())
-        .filter(|&i| !analysis.connections[i].events.is_empty() || analysis.connections.len() <= 50)
-        .collect();
-    let _ = write!(
-        out,
-        r#"<table id="summary-table"><thead><tr><th class="num">#</th><th>client → server</th><th class="num">start s</th><th class="num">duration s</th><th class="num">packets</th><th class="num">stalls</th><th class="num">other gaps</th><th class="num">time lost</th><th>verdict</th><th>best fix</th></tr></thead><tbody>"#
-    );
-    for &i in rows.iter().take(MAX_SUMMARY_ROWS) {
-        let c = &analysis.connections[i];
-        let number = i + 1;
-        let lost = if c.stall_count > 0 {
-            format!(
-                "{:.3} s ({:.1}%)",
-                secs(c.time_lost),
-                100.0 * c.time_lost_share()
-            )
-        } else {
-            "-".into()
-        };
-        let fix = c.fixes.first().map_or("-".to_string(), |f| {
-            format!(
-                "{} {}: {} (saves {:.3} s, {})",
-                f.role.name(),
-                f.endpoint,
-                f.action,
-                secs(f.saves),
-                speedup(c.duration(), f.saves)
-            )
-        });
-        let others = c.events.iter().filter(|e| !e.class.is_tcp_stall()).count();
-        let _ = write!(
-            out,
-            r##"<tr><td class="num"><a href="#conn-{number}">{number}</a></td><td>{} → {}</td><td class="num">{:.3}</td><td class="num">{:.3}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="{}">{}</td><td>{}</td></tr>"##,
-            c.client,
-            c.server,
-            secs(c.first_time - origin),
-            secs(c.duration()),
-            c.packets,
-            c.stall_count,
-            others,
-            lost,
-            verdict_class(c),
-            escape(c.verdict.describe()),
-            escape(&fix)
-        );
-    }
-    out.push_str("</tbody></table>");
-    let hidden = analysis.connections.len() - rows.len().min(MAX_SUMMARY_ROWS);
-    if hidden > 0 {
-        let _ = write!(
-            out,
-            r#"<p class="note">{hidden} more connections are not in the table: those without any gap over {:.0} ms{}.</p>"#,
-            analysis.min_gap as f64 / 1e6,
-            if rows.len() > MAX_SUMMARY_ROWS {
-                format!(
-                    ", and the {} beyond the first {MAX_SUMMARY_ROWS} with gaps",
-                    rows.len() - MAX_SUMMARY_ROWS
-                )
-            } else {
-                String::new()
-            }
-        );
     }
 }
 
@@ -425,19 +353,25 @@ fn connection_section(analysis: &Analysis, g: &ConnectionGraphs, out: &mut Strin
     out.push_str(r#"<div class="figures">"#);
     let _ = write!(
         out,
-        "<figure>{}<figcaption>The {sender}'s data (blue: each segment's sequence range), the ACKs that came back (green) and the receive window's right edge (dashed), over the whole connection. Shaded bands are gaps, coloured by class; click one for its packets.</figcaption></figure>",
+        "<figure>{}<figcaption>The {sender}'s data (blue: each segment's sequence range, Wireshark's relative numbers), the ACKs that came back (green) and the receive window's right edge (dashed), over the whole connection. Each gap is a band in its class's colour, numbered on top, with a bar where the data stood still; click one for its packets.</figcaption></figure>",
         g.whole
     );
     if let Some(zoom) = &g.zoom {
         let _ = write!(
             out,
-            "<figure>{zoom}<figcaption>The same, zoomed to a few stall lengths around a stall of median length: here the pauses show; flat stretches are time when nothing moved.</figcaption></figure>"
+            "<figure>{zoom}<figcaption>One gap of median length, packet by packet: the {sender} above, its peer below, arrows for the packets. The bar on the {sender}'s line is the time its data was held; the purple bar on the peer's line is the time the peer sat on its ACK (its delayed-ACK timer). The ACK's arrival releases the data.</figcaption></figure>"
         );
     }
     let _ = write!(
         out,
-        "<figure>{}<figcaption>Histogram of {} on a log scale: red bars are intervals that held a TCP stall. Two modes, one fast and one at the delayed-ACK timer, are the signature.</figcaption></figure>",
-        g.histogram, g.histogram_kind
+        "<figure>{}<figcaption>Histogram of {} on a log scale{}: red bars are intervals that held a TCP stall. Two modes, one fast and one at the delayed-ACK timer, are the signature.</figcaption></figure>",
+        g.histogram,
+        g.histogram_kind,
+        if g.histogram_kind == "round trips" {
+            " (a round trip runs from a request's first byte to the end of its response)"
+        } else {
+            ""
+        }
     );
     out.push_str("</div>");
 
@@ -509,21 +443,60 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
     if let Some(note) = note {
         let _ = write!(body, r#"<p class="note">{}</p>"#, escape(note));
     }
-    body.push_str("</header><section id=\"summary\"><h2>Connections</h2>");
-    summary_table(analysis, &mut body);
-    body.push_str("</section>");
+    body.push_str("</header>");
+    let drawn: HashSet<usize> = graphs.iter().map(|g| g.number()).collect();
     let drawn_stalled = graphs
         .iter()
         .filter(|g| analysis.connections[g.connection].stall_count > 0)
         .count();
+    let (first, rest) = graphs.split_at(graphs.len().min(WORST_FIRST));
+    if !first.is_empty() {
+        let _ = write!(
+            body,
+            r#"<nav class="worst"><b>Worst first:</b> {}</nav>"#,
+            first
+                .iter()
+                .map(|g| {
+                    let c = &analysis.connections[g.connection];
+                    format!(
+                        r##"<a href="#conn-{n}">#{n} {} → {}</a> ({})"##,
+                        c.client,
+                        c.server,
+                        if c.stall_count > 0 {
+                            format!("{} stalls, {:.3} s lost", c.stall_count, secs(c.time_lost))
+                        } else {
+                            format!("{} gaps", c.gap_count())
+                        },
+                        n = g.number()
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" · ")
+        );
+    } else if analysis.connections.iter().all(|c| c.events.is_empty()) {
+        body.push_str(r#"<p class="verdict-ok">No connection has a gap worth drawing.</p>"#);
+    }
+    for g in first {
+        connection_section(analysis, g, &mut body);
+    }
+    let _ = write!(
+        body,
+        r#"<section id="connections"><h2>Every connection ({})</h2>"#,
+        analysis.connections.len()
+    );
+    table::connections_table(analysis, &drawn, &mut body);
     if with_stalls > drawn_stalled {
         let _ = write!(
             body,
-            r#"<p class="note">Graphs are drawn for the {drawn_stalled} worst connections with stalls; {} more are in the table.</p>"#,
+            r#"<p class="note">Graphs are drawn for the {drawn_stalled} worst connections with stalls (their numbers link to them); the other {} are in the table only.</p>"#,
             with_stalls - drawn_stalled
         );
     }
-    for g in graphs {
+    body.push_str("</section>");
+    if !rest.is_empty() {
+        body.push_str(r#"<h2 id="more">More connections with graphs</h2>"#);
+    }
+    for g in rest {
         connection_section(analysis, g, &mut body);
     }
     let expected: usize = graphs

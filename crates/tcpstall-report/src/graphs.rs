@@ -44,7 +44,7 @@ struct Frame {
 pub enum ViewKind {
     /// The whole connection: every gap gets a marker (class `stall-marker` for TCP stalls).
     Whole,
-    /// A zoom around representative stalls: bands with full labels.
+    /// A part of a connection: bands with full labels.
     Zoom,
 }
 
@@ -60,6 +60,8 @@ pub struct SeqGraph<'a> {
     pub width: f64,
     pub height: f64,
     pub window_scaled: bool,
+    /// Gaps with an index below this have a listing in the page to link to.
+    pub linked_events: usize,
 }
 
 /// The id of a stall's listing in the HTML report.
@@ -172,6 +174,23 @@ fn seq_extent(view: &View) -> (f64, f64, f64) {
     (lo as f64, hi as f64, win as f64)
 }
 
+/// The highest sequence number sent up to `t`: where the data stood during a gap.
+fn level_at(view: &View, t: Nanos) -> Option<i64> {
+    match &view.content {
+        ViewContent::Raw { data, .. } => data.iter().filter(|p| p.time <= t).map(|p| p.hi).max(),
+        ViewContent::Columns(columns) => {
+            let f = (t - view.start) as f64 / (view.end - view.start).max(1) as f64;
+            let last = ((f * columns.len() as f64) as usize).min(columns.len().saturating_sub(1));
+            columns
+                .iter()
+                .take(last + 1)
+                .filter(|c| c.data_segments > 0)
+                .map(|c| c.data_hi)
+                .max()
+        }
+    }
+}
+
 /// A Stevens time-sequence graph of one direction, gaps shaded by class.
 pub fn time_sequence(g: &SeqGraph<'_>) -> String {
     let c = g.connection;
@@ -279,8 +298,17 @@ pub fn time_sequence(g: &SeqGraph<'_>) -> String {
         &format!("relative sequence number ({byte_unit})"),
     );
 
-    // Gaps first, under the data.
+    // Gaps first, under the data. Where gaps cover much of the view, full fills would
+    // paint it all one colour: the bands are then outlines, and a bar in the gap's
+    // colour marks where the data stood still.
     let x_of = |t: Nanos| xs.map(t_of(t));
+    let covered: Nanos = c
+        .events
+        .iter()
+        .map(|e| (e.end.min(view.end) - e.start.max(view.start)).max(0))
+        .sum();
+    let crowded = covered as f64 > 0.25 * (view.end - view.start) as f64;
+    let fill_opacity = if crowded { "0.045" } else { "0.16" };
     let mut label_end = f64::NEG_INFINITY;
     let mut number_end = f64::NEG_INFINITY;
     for (i, e) in c.events.iter().enumerate() {
@@ -309,17 +337,33 @@ pub fn time_sequence(g: &SeqGraph<'_>) -> String {
             r#"class="{class}" data-class="{}" data-stall="{anchor}""#,
             e.class.name()
         ));
-        svg.raw(&format!(r##"<a href="#{anchor}">"##));
+        let linked = i < g.linked_events;
+        if linked {
+            svg.raw(&format!(r##"<a href="#{anchor}">"##));
+        }
         svg.title(&format!("gap {}: {} {duration}", i + 1, e.class.name()));
+        let outline = if crowded {
+            format!(r#" stroke="{color}" stroke-opacity="0.5" stroke-width="0.8""#)
+        } else {
+            String::new()
+        };
         svg.rect(
             x0,
             f.top,
             w,
             f.bottom - f.top,
-            &format!(r#"fill="{color}" fill-opacity="0.16""#),
+            &format!(r#"fill="{color}" fill-opacity="{fill_opacity}"{outline}"#),
         );
         svg.rect(x0, f.top - 6.0, w, 6.0, &format!(r#"fill="{color}""#));
-        svg.raw("</a>");
+        if e.sender == g.sender
+            && let Some(level) = level_at(view, e.start)
+        {
+            let y = y_of(level as f64);
+            svg.rect(x0, y - 2.5, w, 5.0, &format!(r#"fill="{color}""#));
+        }
+        if linked {
+            svg.raw("</a>");
+        }
         svg.close_group();
         let short = format!("{}", i + 1);
         let centre = x0 + w / 2.0;

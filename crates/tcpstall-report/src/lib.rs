@@ -10,11 +10,14 @@ pub mod graphs;
 pub mod page;
 pub mod png;
 pub mod progress;
+pub mod round_trips;
 pub mod scale;
 pub mod sim;
 pub mod spool;
 pub mod svg;
+pub mod table;
 pub mod trace;
+pub mod zoom;
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ h3{font-size:1.02em;margin:1em 0 .3em}
 table{border-collapse:collapse;font-size:.88em;background:#fff}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
 th{background:#f0f0f0}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .figures{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}
+@media (min-width:1100px){.figures figure{max-width:calc(50% - 18px)}}
 figure{margin:0;background:#fff;border:1px solid #ddd;padding:4px}figure svg{display:block;max-width:100%;height:auto}
 figcaption{font-size:.82em;color:#555;max-width:620px;padding:4px 2px}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:.92em}dl.facts dt{color:#555}dl.facts dd{margin:0}
@@ -23,6 +24,11 @@ table.packets{font-family:Hack,'DejaVu Sans Mono',Menlo,Consolas,monospace;font-
 tr.before td{background:#e8f0fb}tr.ack td{background:#e6f5e6}tr.after td{background:#fdeaea}tr.gap td{color:#888;text-align:center}
 .note{color:#555;font-size:.88em}.status{font-size:.8em;color:#777}
 ol.fixes li{margin:2px 0}
+nav.worst{font-size:.9em;margin:.4em 0 .2em;line-height:1.6}
+.table-tools{margin:.4em 0;font-size:.9em}.table-tools input{font:inherit;padding:2px 6px;width:22em}
+th.sortable{cursor:pointer;user-select:none}th.sortable:hover{background:#e2e2e2}
+th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
+#conn-table tr[hidden]{display:none}
 "#;
 
 /// Writes a whole page around `body`. The script records problems and counts the stall
@@ -72,13 +78,27 @@ const SCRIPT: &str = r#"
     var gaps = document.querySelectorAll('svg .gap-marker').length;
     var svgs = document.querySelectorAll('svg').length;
     var expected = parseInt(el.getAttribute('data-expected-stall-markers'), 10);
-    var ok = problems.length === 0 && markers === expected;
+    var dead = [];
+    Array.prototype.forEach.call(document.querySelectorAll("a[href^='#']"), function (a) {
+      var id = a.getAttribute('href').slice(1);
+      if (!document.getElementById(id)) { dead.push(id); }
+    });
+    var firstGraph = document.querySelector('figure svg');
+    var ok = problems.length === 0 && markers === expected && dead.length === 0;
+    el.setAttribute('data-dead-links', String(dead.length));
+    if (firstGraph) {
+      el.setAttribute('data-first-graph-top',
+        String(Math.round(firstGraph.getBoundingClientRect().top + window.scrollY)));
+    }
+    var table = document.getElementById('conn-table');
+    if (table) { el.setAttribute('data-rows-shown', table.getAttribute('data-rows-shown') || ''); }
     el.setAttribute('data-status', ok ? 'ok' : 'error');
     el.setAttribute('data-stall-markers', String(markers));
     el.setAttribute('data-gap-markers', String(gaps));
     el.setAttribute('data-svgs', String(svgs));
     el.textContent = 'rendered: ' + svgs + ' graphs, ' + markers + ' stall markers, ' + gaps +
-      ' other gap markers' + (problems.length ? '; problems: ' + problems.join(' | ') : '');
+      ' other gap markers' + (dead.length ? '; links without a target: ' + dead.slice(0, 5).join(' ') : '') +
+      (problems.length ? '; problems: ' + problems.join(' | ') : '');
   }
   openListing(location.hash.slice(1));
   if (document.readyState === 'loading') { document.addEventListener('DOMContentLoaded', report); } else { report(); }

@@ -12,11 +12,11 @@ use std::net::SocketAddr;
 
 use tcpstall_core::analyze::Analysis;
 use tcpstall_core::capture::{CaptureReader, decode_packet};
-use tcpstall_core::detect::StallEvent;
 use tcpstall_core::diagnosis::ConnectionDiagnosis;
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags};
 
 use crate::ReportError;
+use crate::round_trips::RoundTrips;
 
 /// How much the second pass keeps.
 #[derive(Clone, Copy, Debug)]
@@ -312,10 +312,9 @@ pub struct ConnectionTrace {
     /// The side whose data is graphed: the one that was held.
     pub sender: usize,
     pub overview: View,
-    pub zoom: Option<View>,
-    /// The event the zoom is centred on.
+    /// The stall the zoom shows (its packets are always listed).
     pub representative: Option<usize>,
-    /// Request-to-response round trips (first request byte to first response byte).
+    /// Request-to-response round trips (first request byte to last response byte).
     pub round_trips: LogHistogram,
     /// Gaps between consecutive data segments of the graphed direction.
     pub data_gaps: LogHistogram,
@@ -347,25 +346,6 @@ pub fn representative_event(c: &ConnectionDiagnosis) -> Option<usize> {
     Some(keys[keys.len() / 2])
 }
 
-/// A window a few stall durations wide around the representative stall, so its pause
-/// and its neighbours fill the picture; none when the whole connection is that short.
-pub fn zoom_window(c: &ConnectionDiagnosis, event: &StallEvent) -> Option<(Nanos, Nanos)> {
-    let span = c.last_time - c.first_time;
-    let duration = event.duration().max(1);
-    let centre = event.start + duration / 2;
-    let mut width = (duration * 5).max(duration + 2_000_000);
-    if width as f64 >= span as f64 * 0.8 {
-        width = duration * 5 / 2;
-    }
-    if width as f64 >= span as f64 * 0.8 {
-        return None;
-    }
-    let mut start = (centre - width / 2).max(c.first_time);
-    let end = (start + width).min(c.last_time);
-    start = (end - width).max(c.first_time);
-    Some((start, end))
-}
-
 /// Picks the connections to draw: those with TCP stalls, then those with other gaps.
 pub fn select_connections(analysis: &Analysis, max: usize) -> Vec<usize> {
     let mut picked: Vec<usize> = (0..analysis.connections.len())
@@ -380,7 +360,9 @@ pub fn select_connections(analysis: &Analysis, max: usize) -> Vec<usize> {
     picked
 }
 
-/// Sequence numbers relative to a side's first, unwrapped across 2^32.
+/// Sequence numbers relative to a side's initial sequence number, as Wireshark shows
+/// them: the SYN is 0 and the first data byte 1. Without the SYN, the first number seen
+/// is 1. Unwrapped across 2^32.
 #[derive(Clone, Copy, Debug, Default)]
 struct SeqSpace {
     base: Option<u32>,
@@ -389,18 +371,19 @@ struct SeqSpace {
 }
 
 impl SeqSpace {
-    fn start_at(&mut self, raw: u32) {
+    /// The SYN's sequence number: relative 0.
+    fn start_at_syn(&mut self, isn: u32) {
         if self.base.is_none() {
-            self.base = Some(raw);
-            self.last_raw = raw;
+            self.base = Some(isn);
+            self.last_raw = isn;
             self.last_rel = 0;
         }
     }
 
     fn rel(&mut self, raw: u32) -> i64 {
         if self.base.is_none() {
-            self.start_at(raw);
-            return 0;
+            // No SYN seen: the first number shows as 1, as in Wireshark.
+            self.start_at_syn(raw.wrapping_sub(1));
         }
         let rel = self.last_rel + i64::from(raw.wrapping_sub(self.last_raw) as i32);
         // Only move forward, so an old retransmission does not drag the reference back.
@@ -422,7 +405,7 @@ struct Tracker {
     spaces: [SeqSpace; 2],
     syn_wscale: [Option<Option<u8>>; 2],
     highest_end: i64,
-    turn_start: Option<Nanos>,
+    round_trip: RoundTrips,
     last_data: Option<Nanos>,
     stall_ends: Vec<Nanos>,
     /// (first packet, last packet, listing index), sorted by first packet.
@@ -440,9 +423,6 @@ impl Tracker {
         }
         let sender = usize::from(votes[1] > votes[0]);
         let representative = representative_event(c);
-        let zoom = representative
-            .and_then(|r| zoom_window(c, &c.events[r]))
-            .map(|(s, e)| View::new(s, e, config));
         let mut listed: Vec<usize> = Vec::new();
         if let Some(r) = representative {
             listed.push(r);
@@ -492,7 +472,6 @@ impl Tracker {
                 connection: index,
                 sender,
                 overview: View::new(c.first_time, c.last_time, config),
-                zoom,
                 representative,
                 round_trips: LogHistogram::new(),
                 data_gaps: LogHistogram::new(),
@@ -507,12 +486,27 @@ impl Tracker {
             spaces: [SeqSpace::default(); 2],
             syn_wscale: [None; 2],
             highest_end: i64::MIN,
-            turn_start: None,
+            round_trip: RoundTrips::default(),
             last_data: None,
             stall_ends,
             ranges,
             edge_rows: config.listing_edge_rows.max(1),
         }
+    }
+
+    fn count_round_trip(&mut self, (start, end): (Nanos, Nanos)) {
+        let stalled = self.stall_ended_in(start, end);
+        self.trace
+            .round_trips
+            .add((end - start) as f64 / 1e9, stalled);
+    }
+
+    /// The end of the capture: the last round trip closes.
+    fn finish(mut self) -> ConnectionTrace {
+        if let Some(trip) = self.round_trip.finish() {
+            self.count_round_trip(trip);
+        }
+        self.trace
     }
 
     fn stall_ended_in(&self, from: Nanos, to: Nanos) -> bool {
@@ -531,7 +525,7 @@ impl Tracker {
     fn observe(&mut self, s: &Segment, side: usize, packet: u64) {
         self.trace.segments_seen += 1;
         if s.flags.syn() {
-            self.spaces[side].start_at(s.seq.wrapping_add(1));
+            self.spaces[side].start_at_syn(s.seq);
             self.syn_wscale[side] = Some(s.options.window_scale);
         }
         let seq = self.spaces[side].rel(s.seq);
@@ -555,9 +549,6 @@ impl Tracker {
             };
             self.highest_end = self.highest_end.max(hi);
             self.trace.overview.add_data(point);
-            if let Some(zoom) = &mut self.trace.zoom {
-                zoom.add_data(point);
-            }
             if let Some(prev) = self.last_data {
                 let stalled = self.stall_ended_in(prev, s.time);
                 self.trace
@@ -575,19 +566,11 @@ impl Tracker {
                 window_edge: ack + window as i64,
             };
             self.trace.overview.add_ack(point);
-            if let Some(zoom) = &mut self.trace.zoom {
-                zoom.add_ack(point);
-            }
         }
-        if s.payload_len > 0 {
-            if side == self.client_side {
-                self.turn_start.get_or_insert(s.time);
-            } else if let Some(start) = self.turn_start.take() {
-                let stalled = self.stall_ended_in(start, s.time);
-                self.trace
-                    .round_trips
-                    .add((s.time - start) as f64 / 1e9, stalled);
-            }
+        if s.payload_len > 0
+            && let Some(trip) = self.round_trip.data(s.time, side == self.client_side)
+        {
+            self.count_round_trip(trip);
         }
         self.list(s, side, packet, seq, ack, window);
     }
@@ -685,7 +668,7 @@ pub fn collect<R: Read + Send + 'static>(
             tracker.observe(&segment, side, packet.number);
         })
         .map_err(|e| ReportError::SecondPass(e.to_string()))?;
-    Ok(trackers.into_iter().map(|t| t.trace).collect())
+    Ok(trackers.into_iter().map(Tracker::finish).collect())
 }
 
 #[cfg(test)]
@@ -695,10 +678,24 @@ mod tests {
     #[test]
     fn sequence_numbers_unwrap_across_zero() {
         let mut s = SeqSpace::default();
-        s.start_at(u32::MAX - 9);
+        s.start_at_syn(u32::MAX - 9);
         assert_eq!(s.rel(u32::MAX - 9), 0);
         assert_eq!(s.rel(5), 15);
         assert_eq!(s.rel(u32::MAX - 4), 5);
+    }
+
+    #[test]
+    fn sequence_numbers_are_relative_as_in_wireshark() {
+        // SYN at ISN 1000: the SYN is 0, the first data byte 1, "hello " ends at 7.
+        let mut s = SeqSpace::default();
+        s.start_at_syn(1000);
+        assert_eq!(s.rel(1000), 0);
+        assert_eq!(s.rel(1001), 1);
+        assert_eq!(s.rel(1007), 7);
+        // Joined mid-stream: the first number seen is 1.
+        let mut s = SeqSpace::default();
+        assert_eq!(s.rel(5_000_000), 1);
+        assert_eq!(s.rel(5_000_006), 7);
     }
 
     #[test]

@@ -3,3 +3,4 @@
 pub mod annotations;
 pub mod json;
 pub mod text;
+pub mod worst;

@@ -106,18 +106,21 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     );
 
     let mut quiet = 0;
-    let mut shown = 0;
     let mut beyond_top = 0;
+    let mut shown: Vec<&ConnectionDiagnosis> = Vec::new();
     for c in &analysis.connections {
         if c.gap_count() == 0 && !options.all {
             quiet += 1;
             continue;
         }
-        if options.top.is_some_and(|top| shown >= top) {
+        if options.top.is_some_and(|top| shown.len() >= top) {
             beyond_top += 1;
             continue;
         }
-        shown += 1;
+        shown.push(c);
+    }
+    super::worst::render(&mut out, &shown);
+    for c in shown {
         out.push('\n');
         render_connection(&mut out, c, origin, options);
     }
