@@ -426,15 +426,21 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
     let mut body = String::with_capacity(256 * 1024);
     let _ = write!(
         body,
-        r#"<header><h1>tcpstall report: {}</h1><p>{}, {} packets, {} TCP segments, {:.3} s. <b>{} connections, {} with stalls: {} stalls, {:.3} s lost.</b></p>"#,
+        r#"<header><h1>tcpstall report: {}</h1><p>{}, {} packets, {} TCP segments, {:.3} s. <b>{} connection{}, {} with stalls: {} stall{}, {:.3} s lost.</b></p>"#,
         escape(&input.source),
         input.read.format.map_or("capture", |f| f.name()),
         input.read.packets,
         input.tcp_segments,
         secs(span),
         analysis.connections.len(),
+        if analysis.connections.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
         with_stalls,
         stalls,
+        if stalls == 1 { "" } else { "s" },
         secs(lost)
     );
     for w in &input.warnings {
