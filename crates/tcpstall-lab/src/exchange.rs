@@ -389,6 +389,18 @@ fn write_message(
     Ok(())
 }
 
+/// One request, written as the client's options and writes say.
+fn write_request(plan: &Plan, stream: &TcpStream, payload: &[u8]) -> Result<()> {
+    write_message(
+        stream,
+        &plan.request,
+        plan.client,
+        plan.gather_request,
+        plan.write_gap,
+        payload,
+    )
+}
+
 /// Sends every byte; SO_SNDTIMEO bounds each call, and the loop ends when all is sent.
 fn send_all(sock: &SockRef, mut data: &[u8], flags: libc::c_int) -> Result<()> {
     while !data.is_empty() {
@@ -517,14 +529,7 @@ fn send_one_way(plan: &Plan, stream: &TcpStream, deadline: Instant) -> Result<Ve
             return Err(time_limit_reached(starts.len(), plan.transactions));
         }
         starts.push(Instant::now());
-        write_message(
-            stream,
-            &plan.request,
-            plan.client,
-            plan.gather_request,
-            plan.write_gap,
-            &payload,
-        )?;
+        write_request(plan, stream, &payload)?;
     }
     let _ = stream.shutdown(Shutdown::Write);
     Ok(starts)
@@ -554,14 +559,7 @@ fn request_response(
         }
         while (starts.len() as u32) < total && starts.len() - ends.len() < plan.depth as usize {
             starts.push(Instant::now());
-            write_message(
-                stream,
-                &plan.request,
-                plan.client,
-                plan.gather_request,
-                plan.write_gap,
-                &payload,
-            )?;
+            write_request(plan, stream, &payload)?;
         }
         let n = reader.read(stream, &mut buf, "client")?;
         if n == 0 {
