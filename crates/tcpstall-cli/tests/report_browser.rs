@@ -1,6 +1,7 @@
 //! The HTML reports opened in a real headless browser (Debian's chromium): they render
 //! with no console message, show the expected number of stall markers, and a screenshot
-//! is saved. Without chromium the tests say why they skipped.
+//! is taken (kept with TCPSTALL_KEEP_SCREENSHOTS=DIR; nothing is left in the temporary
+//! directory). Without chromium the tests say why they skipped.
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -21,11 +22,42 @@ fn workspace_root() -> PathBuf {
         .expect("workspace root")
 }
 
-fn test_dir(name: &str) -> PathBuf {
+/// A directory of the test's own, removed when the test ends, passed or failed.
+struct TestDir(PathBuf);
+
+impl std::ops::Deref for TestDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TestDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn test_dir(name: &str) -> TestDir {
     let dir = std::env::temp_dir().join(format!("tcpstall-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    TestDir(dir)
+}
+
+/// With TCPSTALL_KEEP_SCREENSHOTS=DIR, each screenshot is copied there to be looked at.
+fn keep_screenshot(shot: &Path, page: &Path) {
+    let Some(keep) = std::env::var_os("TCPSTALL_KEEP_SCREENSHOTS") else {
+        return;
+    };
+    let name = page
+        .file_stem()
+        .map_or("page".into(), |s| s.to_string_lossy().into_owned());
+    let kept = Path::new(&keep).join(format!("{name}.png"));
+    match std::fs::copy(shot, &kept) {
+        Ok(_) => eprintln!("screenshot: {}", kept.display()),
+        Err(e) => eprintln!("screenshot not kept in {}: {e}", kept.display()),
+    }
 }
 
 fn chromium() -> Option<PathBuf> {
@@ -178,7 +210,7 @@ fn check_in_browser(chromium: &Path, dir: &Path, page: &Path, expected_markers: 
         "the screenshot shows something ({} bytes)",
         png.len()
     );
-    eprintln!("screenshot: {}", shot.display());
+    keep_screenshot(&shot, page);
     stdout
 }
 
