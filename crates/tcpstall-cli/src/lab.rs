@@ -18,9 +18,9 @@ use tcpstall_sim::scenario::{ScenarioFile, SocketOptions};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Suite {
-    /// Seed 002: two writes then a read, and its fixes, side by side
+    /// Seed 002 ("hello " + "world\n" in two writes, then a read) and its fixes, side by side
     Seed002,
-    /// Seed 000: 99,912 / 99,913 / 100,000-byte blocks in one write and in two partial writes
+    /// Seed 000 (blocks and a one-byte reply): 99,912 / 99,913 / 100,000-byte blocks, in one write and in two
     Bulk,
     /// Every pattern with each option: closed loop (with --capture) and fidelity
     Matrix,
@@ -29,7 +29,7 @@ pub enum Suite {
     Lookalikes,
     /// Requested against measured round trips through the delay line (root)
     DelayAccuracy,
-    /// Seeds 003 and 004 through the delay line at 20 and 100 ms RTT (root)
+    /// Seeds 003 (a proxy's split requests) and 004 (HTTP headers and body) through the delay line at 20 and 100 ms RTT (root)
     Wan,
 }
 

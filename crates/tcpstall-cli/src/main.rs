@@ -36,7 +36,8 @@ const EXIT_ERROR: u8 = 2;
     about = "Find, explain and fix TCP stalls caused by Nagle's algorithm meeting delayed ACKs",
     long_about = "Find, explain and fix TCP stalls caused by Nagle's algorithm meeting delayed ACKs: \
 the 40 ms (Linux) or 200 ms (Windows, AIX, BSD) pauses that make request/response programs \
-far slower than their network."
+far slower than their network. Names with \"seed\" (seed002, ...) are the published cases \
+the tool reproduces, numbered 000 to 004 (see the README)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -81,7 +82,7 @@ EXIT STATUS:
   2  bad scenario or usage, or the run failed (one line says why)
 
 EXAMPLES:
-  tcpstall lab --suite seed002                     # seed 002's table of patterns and fixes
+  tcpstall lab --suite seed002                     # two writes then a read (seed 002), and its fixes
   tcpstall lab --pattern two-writes --compare-sim
   tcpstall lab --pattern two-writes --capture lab.pcap    # root: capture and diagnose
   tcpstall lab --pattern proxy-split --rtt 20 --compare-sim   # root: delay line
