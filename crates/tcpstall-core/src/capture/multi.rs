@@ -22,6 +22,8 @@ use crate::segment::Nanos;
 /// Files read at once at most; files beyond this that overlap in time with all of them
 /// join when one ends, and their packets may then come out of time order.
 const MAX_OPEN_FILES: usize = 64;
+/// Read buffer of a file opened to learn its first packet's time.
+const PEEK_BUFFER_BYTES: usize = 1 << 16;
 /// Entries of a directory looked at, at most.
 const MAX_DIRECTORY_ENTRIES: usize = 1 << 20;
 
@@ -145,6 +147,19 @@ fn open(path: &Path, progress: Option<ProgressFn>) -> Result<CaptureReader, Capt
     CaptureReader::new(Counted { file, progress })
 }
 
+/// Opens a file only to learn when its first packet is: a small buffer is enough, and
+/// the file's bytes are read (and the buffer cleared) once more when its turn comes.
+fn peek(path: &Path) -> Result<CaptureReader, CaptureError> {
+    let file = File::open(path)?;
+    CaptureReader::with_buffer(
+        Counted {
+            file,
+            progress: None,
+        },
+        PEEK_BUFFER_BYTES,
+    )
+}
+
 /// One file waiting its turn: when its first packet is.
 struct Waiting {
     index: usize,
@@ -187,7 +202,7 @@ impl MergedCaptures {
         let mut notes = Vec::with_capacity(paths.len());
         let mut waiting = Vec::with_capacity(paths.len());
         for (index, path) in paths.iter().enumerate() {
-            let first = open(path, None).and_then(|mut reader| {
+            let first = peek(path).and_then(|mut reader| {
                 let step = reader.read_until(Nanos::MIN, &mut |_| {})?;
                 Ok((step, reader.next_time(), reader.notes().clone()))
             });

@@ -22,6 +22,8 @@ use crate::segment::{NANOS_PER_SEC, Nanos};
 /// input would dominate the run time, and a small buffer exercises its growth.
 #[allow(unexpected_cfgs)]
 const BUFFER_BYTES: usize = if cfg!(fuzzing) { 1 << 12 } else { 1 << 20 };
+/// The smallest read buffer: a few headers' worth.
+const MIN_BUFFER_BYTES: usize = 1 << 12;
 /// libpcap's MAXIMUM_SNAPLEN: no real capture has a record longer than this.
 pub const MAX_RECORD_BYTES: u32 = 262_144;
 /// pcapng blocks other than packets (name tables, journal exports) may be larger.
@@ -181,6 +183,15 @@ pub enum ReadStep {
 impl CaptureReader {
     /// Detects the format from the first bytes and prepares to stream packets.
     pub fn new<R: Read + Send + 'static>(input: R) -> Result<Self, CaptureError> {
+        Self::with_buffer(input, BUFFER_BYTES)
+    }
+
+    /// The same, with a read buffer of `buffer_bytes` to begin with (it still grows for a
+    /// long block): a small one suits a reader that only looks at the first packet.
+    pub(crate) fn with_buffer<R: Read + Send + 'static>(
+        input: R,
+        buffer_bytes: usize,
+    ) -> Result<Self, CaptureError> {
         let mut input: FillReader<Box<dyn Read + Send>> = FillReader {
             inner: Box::new(input),
         };
@@ -210,7 +221,7 @@ impl CaptureReader {
             }
         }
         let format = detect_format(&head)?;
-        let mut capacity = BUFFER_BYTES;
+        let mut capacity = buffer_bytes.max(MIN_BUFFER_BYTES);
         if format == CaptureFormat::PcapNg {
             // The whole section header block, so that a cut one is told from a bad one.
             let len = section_header_len(&head)?;
@@ -222,7 +233,7 @@ impl CaptureReader {
                     format: format.name(),
                 });
             }
-            capacity = len.next_power_of_two().max(BUFFER_BYTES);
+            capacity = len.next_power_of_two().max(capacity);
         }
         let source = FillReader {
             inner: io::Cursor::new(head).chain(input),
