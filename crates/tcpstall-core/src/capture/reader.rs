@@ -156,6 +156,9 @@ pub struct CaptureReader {
     interfaces: Vec<Interface>,
     notes: ReadNotes,
     last_time: Nanos,
+    /// Added to this reader's own count to number its packets: several readers merged
+    /// into one stream number their packets across all of them.
+    number_offset: u64,
     section_big_endian: bool,
     /// Size of the read buffer; it grows for long blocks.
     capacity: usize,
@@ -263,6 +266,7 @@ impl CaptureReader {
             finished: false,
             next_time: None,
             last_time: 0,
+            number_offset: 0,
             section_big_endian: false,
             capacity,
             pcap_big_endian: false,
@@ -339,6 +343,17 @@ impl CaptureReader {
             self.notes.compressed_stream_cut = note.lock().ok().and_then(|n| n.clone());
         }
         Ok(ReadStep::Finished)
+    }
+
+    /// Numbers the next packet handed on `next` (packets are numbered from 1), and those
+    /// after it on from there: the number it has in a stream merged from several readers.
+    pub(crate) fn number_next_as(&mut self, next: u64) {
+        self.number_offset = next.saturating_sub(self.notes.packets + 1);
+    }
+
+    /// The time of the last packet handed on (0 before the first).
+    pub(crate) fn last_time(&self) -> Nanos {
+        self.last_time
     }
 
     /// The time of the packet a paused reader stops at.
@@ -521,7 +536,7 @@ impl CaptureReader {
             self.notes.packets += 1;
             self.last_time = time;
             on_packet(&Packet {
-                number: self.notes.packets,
+                number: self.number_offset + self.notes.packets,
                 time,
                 link_type: iface.link_type,
                 data: bytes,
@@ -580,7 +595,7 @@ impl CaptureReader {
                 self.last_time = time;
                 let caplen = (epb.caplen as usize).min(epb.data.len());
                 on_packet(&Packet {
-                    number: self.notes.packets,
+                    number: self.number_offset + self.notes.packets,
                     time,
                     link_type: iface.link_type,
                     data: &epb.data[..caplen],
@@ -592,7 +607,7 @@ impl CaptureReader {
                 if let Some(iface) = self.interfaces.first().copied() {
                     let caplen = (spb.origlen as usize).min(spb.data.len());
                     on_packet(&Packet {
-                        number: self.notes.packets,
+                        number: self.number_offset + self.notes.packets,
                         time: self.last_time,
                         link_type: iface.link_type,
                         data: &spb.data[..caplen],
@@ -639,7 +654,7 @@ impl CaptureReader {
         self.notes.packets_time_out_of_range += u64::from(out_of_range);
         self.last_time = time;
         on_packet(&Packet {
-            number: self.notes.packets,
+            number: self.number_offset + self.notes.packets,
             time,
             link_type: iface.link_type,
             data: &data[HEADER..HEADER + caplen],
