@@ -367,7 +367,7 @@ fn ipv6_in_ipv4() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Link layers: NFLOG, 802.11, LLC/SNAP, FDDI.
+// Link layers: NFLOG, IP over InfiniBand, ARCnet, 802.11, LLC/SNAP, FDDI.
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -388,6 +388,50 @@ fn nflog() {
         tlv(1, &[0x08, 0x00, 3, 0]); // NFULA_PACKET_HDR: IPv4, hook 3
         tlv(10, b"tcpstall\0"); // NFULA_PREFIX
         tlv(9, ip); // NFULA_PAYLOAD
+        out
+    });
+}
+
+#[test]
+fn ip_over_infiniband() {
+    const LINKTYPE_IPOIB: u32 = 242;
+    check("ipoib", LINKTYPE_IPOIB, |r| {
+        // Destination and source hardware addresses (20 bytes each, the 4-byte queue pair
+        // number and 16-byte GID of RFC 4391 9.1.1), then EtherType and reserved bytes.
+        let (here, there) = ([0x00, 0x00, 0x04, 0x04], [0x00, 0x00, 0x05, 0x05]);
+        let (destination, source) = if r.sent_by_client() {
+            (there, here)
+        } else {
+            (here, there)
+        };
+        let mut out = Vec::new();
+        for address in [destination, source] {
+            out.extend(address);
+            out.extend([0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
+            out.extend([0, 2, 0xc9, 3, 0, 1, address[2], address[3]]);
+        }
+        out.extend([0x08, 0x00, 0, 0]);
+        out.extend(ip_packet(&r.frame));
+        out
+    });
+}
+
+#[test]
+fn linux_arcnet_rfc1201_and_rfc1051_framing() {
+    const LINKTYPE_ARCNET_LINUX: u32 = 129;
+    let hosts = |r: &Record| if r.sent_by_client() { [1, 2] } else { [2, 1] };
+    check("arcnet-rfc1201", LINKTYPE_ARCNET_LINUX, |r| {
+        // Source, destination, offset; protocol 212 (IP), split flag 0, sequence number.
+        let mut out = hosts(r).to_vec();
+        out.extend([0, 0, 212, 0, 0, 1]);
+        out.extend(ip_packet(&r.frame));
+        out
+    });
+    check("arcnet-rfc1051", LINKTYPE_ARCNET_LINUX, |r| {
+        // Source, destination, offset; protocol 240 (IP, RFC 1051), no split flag.
+        let mut out = hosts(r).to_vec();
+        out.extend([0, 0, 240]);
+        out.extend(ip_packet(&r.frame));
         out
     });
 }

@@ -3,7 +3,8 @@
 //!
 //! Ethernet itself (with its VLAN tags) is etherparse's; the headers it does not cover
 //! (BSD loopback, Linux cooked capture, 802.11 behind radiotap, Prism or AVS headers,
-//! FDDI, LLC/SNAP, PPP, NFLOG) are each read here down to their payload, no further.
+//! FDDI, LLC/SNAP, PPP, NFLOG, IP over InfiniBand, Linux ARCnet) are each read here down
+//! to their payload, no further.
 
 use crate::capture::SkipReason;
 
@@ -34,12 +35,14 @@ pub(crate) mod link_type {
     pub const IEEE802_11: i32 = 105;
     pub const LOOP: i32 = 108;
     pub const LINUX_SLL: i32 = 113;
+    pub const ARCNET_LINUX: i32 = 129;
     pub const IEEE802_11_PRISM: i32 = 119;
     pub const IEEE802_11_RADIOTAP: i32 = 127;
     pub const IEEE802_11_AVS: i32 = 163;
     pub const IPV4: i32 = 228;
     pub const IPV6: i32 = 229;
     pub const NFLOG: i32 = 239;
+    pub const IPOIB: i32 = 242;
     pub const LINUX_SLL2: i32 = 276;
 }
 
@@ -82,6 +85,14 @@ pub(crate) fn link_layer(link: i32, data: &[u8]) -> Result<Layer<'_>, SkipReason
         IEEE802_11_RADIOTAP => radiotap(data),
         IEEE802_11_PRISM | IEEE802_11_AVS => prism_or_avs(data),
         NFLOG => nflog(data),
+        // IP over InfiniBand (RFC 4391 6), as Linux captures it: the destination and
+        // source hardware addresses (20 bytes each), then the 4-byte encapsulation
+        // header, an EtherType and 2 reserved bytes.
+        IPOIB => {
+            let header = data.get(..44).ok_or(SkipReason::TruncatedHeaders)?;
+            Ok(Layer::EtherType(be16(&header[40..42]), &data[44..]))
+        }
+        ARCNET_LINUX => arcnet_linux(data),
         other => Err(SkipReason::UnsupportedLinkType(other)),
     }
 }
@@ -92,6 +103,27 @@ fn be16(bytes: &[u8]) -> u16 {
 
 fn le16(bytes: &[u8]) -> u16 {
     u16::from_le_bytes([bytes[0], bytes[1]])
+}
+
+/// ARCnet as Linux captures it: source, destination, a 2-byte offset, the protocol
+/// (ARCnet protocol IDs), then for RFC 1201 framing a split flag and a sequence number.
+fn arcnet_linux(data: &[u8]) -> Result<Layer<'_>, SkipReason> {
+    /// RFC 1051 IP (the old framing, no split flag); RFC 1201 IP and IPv6 (RFC 2497).
+    const IP_OLD: u8 = 240;
+    const IP: u8 = 212;
+    const IPV6: u8 = 0xc4;
+    match data {
+        [_, _, _, _, IP_OLD, rest @ ..] => Ok(Layer::Ip(rest)),
+        // A split flag of 0: the packet is whole in this frame (RFC 1201 "Split Flag").
+        [_, _, _, _, IP | IPV6, 0, _, _, rest @ ..] => Ok(Layer::Ip(rest)),
+        [_, _, _, _, IP | IPV6, _, _, _, ..] => {
+            Err(SkipReason::UnsupportedEncapsulation("ARCnet split packet"))
+        }
+        [_, _, _, _, IP | IPV6, ..] | [] | [_] | [_, _] | [_, _, _] | [_, _, _, _] => {
+            Err(SkipReason::TruncatedHeaders)
+        }
+        _ => Err(SkipReason::NotIp),
+    }
 }
 
 /// BSD loopback: a 4-byte address family, host byte order for NULL, network for LOOP.
@@ -336,6 +368,35 @@ mod tests {
         assert!(matches!(llc(&[0x42, 0x42, 3, 0]), Err(SkipReason::NotIp)));
         assert!(matches!(
             llc(&[0xaa, 0xaa, 3]),
+            Err(SkipReason::TruncatedHeaders)
+        ));
+    }
+
+    #[test]
+    fn arcnet_old_and_new_framing_lead_to_ip_and_a_split_packet_is_named() {
+        assert_eq!(ip_of(arcnet_linux(&[1, 2, 0, 0, 240, 0x45])), [0x45]);
+        assert_eq!(
+            ip_of(arcnet_linux(&[1, 2, 0, 0, 212, 0, 0, 7, 0x45])),
+            [0x45]
+        );
+        assert_eq!(
+            ip_of(arcnet_linux(&[1, 2, 0, 0, 0xc4, 0, 0, 7, 0x60])),
+            [0x60]
+        );
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0, 0, 212, 1, 0, 7, 0x45]),
+            Err(SkipReason::UnsupportedEncapsulation(_))
+        ));
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0, 0, 213, 0, 0, 7]),
+            Err(SkipReason::NotIp)
+        ));
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0, 0, 212, 0]),
+            Err(SkipReason::TruncatedHeaders)
+        ));
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0]),
             Err(SkipReason::TruncatedHeaders)
         ));
     }
