@@ -204,6 +204,49 @@ fn gre_ipv4() {
 }
 
 #[test]
+fn gre_in_udp() {
+    check("gre_in_udp", LINK_ETHERNET, |r| {
+        let mut gre = vec![0x00, 0x00, 0x08, 0x00];
+        gre.extend(ip_packet(&r.frame));
+        ether(
+            r,
+            0x0800,
+            &outer_ipv4(r, IPPROTO_UDP, &udp(50_000, 4754, &gre)),
+        )
+    });
+}
+
+#[test]
+fn aruba_802_11_frames_in_gre() {
+    check("gre_aruba", LINK_ETHERNET, |r| {
+        let mut gre = vec![0x00, 0x00, 0x82, 0x00];
+        gre.extend(ieee802_11_qos_data(r));
+        ether(r, 0x0800, &outer_ipv4(r, IPPROTO_GRE, &gre))
+    });
+}
+
+#[test]
+fn provider_backbone_bridging() {
+    check("pbb", LINK_ETHERNET, |r| {
+        // Backbone VLAN tag, then the I-TAG (priority, flags, service identifier 0x123456)
+        // and the customer's whole frame.
+        let mut tagged = vec![0x00, 0x0a, 0x88, 0xe7];
+        tagged.extend([0x00, 0x12, 0x34, 0x56]);
+        tagged.extend(&r.frame);
+        ether(r, 0x8100, &tagged)
+    });
+}
+
+#[test]
+fn vn_tag() {
+    check("vntag", LINK_ETHERNET, |r| {
+        let mut tagged = vec![0x80, 0x01, 0x00, 0x02, 0x08, 0x00];
+        tagged.extend(ip_packet(&r.frame));
+        ether(r, 0x8926, &tagged)
+    });
+}
+
+#[test]
 fn gre_with_checksum_key_and_sequence() {
     check("gre_csum_key_seq", LINK_ETHERNET, |r| {
         let mut gre = vec![0xb0, 0x00, 0x08, 0x00];
@@ -388,6 +431,17 @@ fn nflog() {
         tlv(1, &[0x08, 0x00, 3, 0]); // NFULA_PACKET_HDR: IPv4, hook 3
         tlv(10, b"tcpstall\0"); // NFULA_PREFIX
         tlv(9, ip); // NFULA_PAYLOAD
+        out
+    });
+}
+
+#[test]
+fn cisco_hdlc() {
+    const LINKTYPE_C_HDLC: u32 = 104;
+    check("chdlc", LINKTYPE_C_HDLC, |r| {
+        // Unicast address, control 0, EtherType.
+        let mut out = vec![0x0f, 0x00, 0x08, 0x00];
+        out.extend(ip_packet(&r.frame));
         out
     });
 }

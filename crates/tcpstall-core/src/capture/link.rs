@@ -3,8 +3,8 @@
 //!
 //! Ethernet itself (with its VLAN tags) is etherparse's; the headers it does not cover
 //! (BSD loopback, Linux cooked capture, 802.11 behind radiotap, Prism or AVS headers,
-//! FDDI, LLC/SNAP, PPP, NFLOG, IP over InfiniBand, Linux ARCnet) are each read here down
-//! to their payload, no further.
+//! FDDI, LLC/SNAP, PPP, Cisco HDLC, NFLOG, IP over InfiniBand, Linux ARCnet) are each
+//! read here down to their payload, no further.
 
 use crate::capture::SkipReason;
 
@@ -30,6 +30,7 @@ pub(crate) mod link_type {
     pub const RAW_OLD_B: i32 = 14;
     pub const PPP_HDLC: i32 = 50;
     pub const PPP_ETHER: i32 = 51;
+    pub const C_HDLC: i32 = 104;
     pub const ATM_RFC1483: i32 = 100;
     pub const RAW: i32 = 101;
     pub const IEEE802_11: i32 = 105;
@@ -53,6 +54,12 @@ pub(crate) mod ether_type {
     pub const MPLS_UNICAST: u16 = 0x8847;
     pub const MPLS_MULTICAST: u16 = 0x8848;
     pub const PPPOE_SESSION: u16 = 0x8864;
+    /// Provider backbone bridging (IEEE 802.1ah): an I-TAG, then the customer's frame.
+    pub const PBB_ITAG: u16 = 0x88e7;
+    /// Cisco VN-Tag: 4 bytes of tag, then the next EtherType.
+    pub const VN_TAG: u16 = 0x8926;
+    /// 802.11 frames in GRE from Aruba access points to their controller.
+    pub const ARUBA_IEEE802_11: u16 = 0x8200;
     /// Values up to this are 802.3 lengths, not types (IEEE 802.3 3.2.6).
     pub const MAX_LENGTH: u16 = 0x05ff;
 }
@@ -93,6 +100,11 @@ pub(crate) fn link_layer(link: i32, data: &[u8]) -> Result<Layer<'_>, SkipReason
             Ok(Layer::EtherType(be16(&header[40..42]), &data[44..]))
         }
         ARCNET_LINUX => arcnet_linux(data),
+        // Cisco HDLC: address, control, then an EtherType.
+        C_HDLC => {
+            let header = data.get(..4).ok_or(SkipReason::TruncatedHeaders)?;
+            Ok(Layer::EtherType(be16(&header[2..]), &data[4..]))
+        }
         other => Err(SkipReason::UnsupportedLinkType(other)),
     }
 }
@@ -186,7 +198,7 @@ pub(crate) fn llc(data: &[u8]) -> Result<Layer<'_>, SkipReason> {
 
 /// An IEEE 802.11 frame (802.11-2020 9.2.3): data frames lead on to their LLC header;
 /// `padded` says the header is padded to 4 bytes (radiotap's DATAPAD flag).
-fn ieee802_11(data: &[u8], padded: bool) -> Result<Layer<'_>, SkipReason> {
+pub(crate) fn ieee802_11(data: &[u8], padded: bool) -> Result<Layer<'_>, SkipReason> {
     let [control, flags, ..] = *data else {
         return Err(SkipReason::TruncatedHeaders);
     };
