@@ -238,6 +238,16 @@ fn provider_backbone_bridging() {
 }
 
 #[test]
+fn cisco_fabricpath() {
+    check("fabricpath", LINK_ETHERNET, |r| {
+        // FTag and TTL, then the classic Ethernet frame.
+        let mut inner = vec![0x00, 0x3f];
+        inner.extend(&r.frame);
+        ether(r, 0x8903, &inner)
+    });
+}
+
+#[test]
 fn vn_tag() {
     check("vntag", LINK_ETHERNET, |r| {
         let mut tagged = vec![0x80, 0x01, 0x00, 0x02, 0x08, 0x00];
@@ -440,6 +450,16 @@ fn cisco_hdlc() {
     const LINKTYPE_C_HDLC: u32 = 104;
     check("chdlc", LINKTYPE_C_HDLC, |r| {
         // Unicast address, control 0, EtherType.
+        let mut out = vec![0x0f, 0x00, 0x08, 0x00];
+        out.extend(ip_packet(&r.frame));
+        out
+    });
+}
+
+#[test]
+fn cisco_hdlc_under_the_ppp_link_type() {
+    const LINKTYPE_PPP: u32 = 9;
+    check("chdlc_as_ppp", LINKTYPE_PPP, |r| {
         let mut out = vec![0x0f, 0x00, 0x08, 0x00];
         out.extend(ip_packet(&r.frame));
         out

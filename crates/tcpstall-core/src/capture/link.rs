@@ -58,6 +58,8 @@ pub(crate) mod ether_type {
     pub const PBB_ITAG: u16 = 0x88e7;
     /// Cisco VN-Tag: 4 bytes of tag, then the next EtherType.
     pub const VN_TAG: u16 = 0x8926;
+    /// Cisco FabricPath: the outer header's FTag and TTL, then the inner Ethernet frame.
+    pub const FABRICPATH: u16 = 0x8903;
     /// 802.11 frames in GRE from Aruba access points to their controller.
     pub const ARUBA_IEEE802_11: u16 = 0x8200;
     /// Values up to this are 802.3 lengths, not types (IEEE 802.3 3.2.6).
@@ -81,6 +83,9 @@ pub(crate) fn link_layer(link: i32, data: &[u8]) -> Result<Layer<'_>, SkipReason
             let header = data.get(..20).ok_or(SkipReason::TruncatedHeaders)?;
             Ok(Layer::EtherType(be16(header), &data[20..]))
         }
+        // Cisco HDLC frames are captured with a PPP link type too (unicast or broadcast
+        // address, control 0): tcpdump's print-ppp.c tells them apart the same way.
+        PPP | PPP_HDLC if matches!(data, [0x0f | 0x8f, 0x00, ..]) => c_hdlc(data),
         PPP | PPP_HDLC => ppp(data),
         // PPPoE without its Ethernet header (RFC 2516 4): 6 bytes, then PPP.
         PPP_ETHER => ppp(data.get(6..).ok_or(SkipReason::TruncatedHeaders)?),
@@ -100,11 +105,7 @@ pub(crate) fn link_layer(link: i32, data: &[u8]) -> Result<Layer<'_>, SkipReason
             Ok(Layer::EtherType(be16(&header[40..42]), &data[44..]))
         }
         ARCNET_LINUX => arcnet_linux(data),
-        // Cisco HDLC: address, control, then an EtherType.
-        C_HDLC => {
-            let header = data.get(..4).ok_or(SkipReason::TruncatedHeaders)?;
-            Ok(Layer::EtherType(be16(&header[2..]), &data[4..]))
-        }
+        C_HDLC => c_hdlc(data),
         other => Err(SkipReason::UnsupportedLinkType(other)),
     }
 }
@@ -115,6 +116,12 @@ fn be16(bytes: &[u8]) -> u16 {
 
 fn le16(bytes: &[u8]) -> u16 {
     u16::from_le_bytes([bytes[0], bytes[1]])
+}
+
+/// Cisco HDLC: address, control, then an EtherType.
+fn c_hdlc(data: &[u8]) -> Result<Layer<'_>, SkipReason> {
+    let header = data.get(..4).ok_or(SkipReason::TruncatedHeaders)?;
+    Ok(Layer::EtherType(be16(&header[2..]), &data[4..]))
 }
 
 /// ARCnet as Linux captures it: source, destination, a 2-byte offset, the protocol

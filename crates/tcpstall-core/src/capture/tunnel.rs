@@ -1,6 +1,6 @@
 //! Tunnels and label stacks between the link and the connection: MPLS, PPPoE, GRE (with
 //! NVGRE, ERSPAN types I, II and III, Aruba's 802.11 frames; also in UDP), provider
-//! backbone bridging, VN-Tag, VXLAN (and VXLAN-GPE), Geneve and GTP-U. IP in
+//! backbone bridging, Cisco FabricPath, VN-Tag, VXLAN (and VXLAN-GPE), Geneve and GTP-U. IP in
 //! IP needs nothing here: its inner packet is simply the next layer.
 //!
 //! etherparse decodes the Ethernet, VLAN, IP and UDP headers around these; it has no
@@ -59,6 +59,11 @@ pub(crate) fn ether_type_payload(kind: u16, data: &[u8]) -> Option<Result<Inner<
         // The I-TAG (IEEE 802.1ah 9.7): flags and the 24-bit service identifier.
         ether_type::PBB_ITAG => Some(
             data.get(4..)
+                .map(|frame| Inner::plain(Layer::Ethernet(frame)))
+                .ok_or(SkipReason::TruncatedHeaders),
+        ),
+        ether_type::FABRICPATH => Some(
+            data.get(2..)
                 .map(|frame| Inner::plain(Layer::Ethernet(frame)))
                 .ok_or(SkipReason::TruncatedHeaders),
         ),
