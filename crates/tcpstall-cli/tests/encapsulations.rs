@@ -204,6 +204,59 @@ fn gre_ipv4() {
 }
 
 #[test]
+fn gre_in_udp() {
+    check("gre_in_udp", LINK_ETHERNET, |r| {
+        let mut gre = vec![0x00, 0x00, 0x08, 0x00];
+        gre.extend(ip_packet(&r.frame));
+        ether(
+            r,
+            0x0800,
+            &outer_ipv4(r, IPPROTO_UDP, &udp(50_000, 4754, &gre)),
+        )
+    });
+}
+
+#[test]
+fn aruba_802_11_frames_in_gre() {
+    check("gre_aruba", LINK_ETHERNET, |r| {
+        let mut gre = vec![0x00, 0x00, 0x82, 0x00];
+        gre.extend(ieee802_11_qos_data(r));
+        ether(r, 0x0800, &outer_ipv4(r, IPPROTO_GRE, &gre))
+    });
+}
+
+#[test]
+fn provider_backbone_bridging() {
+    check("pbb", LINK_ETHERNET, |r| {
+        // Backbone VLAN tag, then the I-TAG (priority, flags, service identifier 0x123456)
+        // and the customer's whole frame.
+        let mut tagged = vec![0x00, 0x0a, 0x88, 0xe7];
+        tagged.extend([0x00, 0x12, 0x34, 0x56]);
+        tagged.extend(&r.frame);
+        ether(r, 0x8100, &tagged)
+    });
+}
+
+#[test]
+fn cisco_fabricpath() {
+    check("fabricpath", LINK_ETHERNET, |r| {
+        // FTag and TTL, then the classic Ethernet frame.
+        let mut inner = vec![0x00, 0x3f];
+        inner.extend(&r.frame);
+        ether(r, 0x8903, &inner)
+    });
+}
+
+#[test]
+fn vn_tag() {
+    check("vntag", LINK_ETHERNET, |r| {
+        let mut tagged = vec![0x80, 0x01, 0x00, 0x02, 0x08, 0x00];
+        tagged.extend(ip_packet(&r.frame));
+        ether(r, 0x8926, &tagged)
+    });
+}
+
+#[test]
 fn gre_with_checksum_key_and_sequence() {
     check("gre_csum_key_seq", LINK_ETHERNET, |r| {
         let mut gre = vec![0xb0, 0x00, 0x08, 0x00];
@@ -367,7 +420,7 @@ fn ipv6_in_ipv4() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Link layers: NFLOG, 802.11, LLC/SNAP, FDDI.
+// Link layers: NFLOG, IP over InfiniBand, ARCnet, 802.11, LLC/SNAP, FDDI.
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -388,6 +441,71 @@ fn nflog() {
         tlv(1, &[0x08, 0x00, 3, 0]); // NFULA_PACKET_HDR: IPv4, hook 3
         tlv(10, b"tcpstall\0"); // NFULA_PREFIX
         tlv(9, ip); // NFULA_PAYLOAD
+        out
+    });
+}
+
+#[test]
+fn cisco_hdlc() {
+    const LINKTYPE_C_HDLC: u32 = 104;
+    check("chdlc", LINKTYPE_C_HDLC, |r| {
+        // Unicast address, control 0, EtherType.
+        let mut out = vec![0x0f, 0x00, 0x08, 0x00];
+        out.extend(ip_packet(&r.frame));
+        out
+    });
+}
+
+#[test]
+fn cisco_hdlc_under_the_ppp_link_type() {
+    const LINKTYPE_PPP: u32 = 9;
+    check("chdlc_as_ppp", LINKTYPE_PPP, |r| {
+        let mut out = vec![0x0f, 0x00, 0x08, 0x00];
+        out.extend(ip_packet(&r.frame));
+        out
+    });
+}
+
+#[test]
+fn ip_over_infiniband() {
+    const LINKTYPE_IPOIB: u32 = 242;
+    check("ipoib", LINKTYPE_IPOIB, |r| {
+        // Destination and source hardware addresses (20 bytes each, the 4-byte queue pair
+        // number and 16-byte GID of RFC 4391 9.1.1), then EtherType and reserved bytes.
+        let (here, there) = ([0x00, 0x00, 0x04, 0x04], [0x00, 0x00, 0x05, 0x05]);
+        let (destination, source) = if r.sent_by_client() {
+            (there, here)
+        } else {
+            (here, there)
+        };
+        let mut out = Vec::new();
+        for address in [destination, source] {
+            out.extend(address);
+            out.extend([0xfe, 0x80, 0, 0, 0, 0, 0, 0]);
+            out.extend([0, 2, 0xc9, 3, 0, 1, address[2], address[3]]);
+        }
+        out.extend([0x08, 0x00, 0, 0]);
+        out.extend(ip_packet(&r.frame));
+        out
+    });
+}
+
+#[test]
+fn linux_arcnet_rfc1201_and_rfc1051_framing() {
+    const LINKTYPE_ARCNET_LINUX: u32 = 129;
+    let hosts = |r: &Record| if r.sent_by_client() { [1, 2] } else { [2, 1] };
+    check("arcnet-rfc1201", LINKTYPE_ARCNET_LINUX, |r| {
+        // Source, destination, offset; protocol 212 (IP), split flag 0, sequence number.
+        let mut out = hosts(r).to_vec();
+        out.extend([0, 0, 212, 0, 0, 1]);
+        out.extend(ip_packet(&r.frame));
+        out
+    });
+    check("arcnet-rfc1051", LINKTYPE_ARCNET_LINUX, |r| {
+        // Source, destination, offset; protocol 240 (IP, RFC 1051), no split flag.
+        let mut out = hosts(r).to_vec();
+        out.extend([0, 0, 240]);
+        out.extend(ip_packet(&r.frame));
         out
     });
 }

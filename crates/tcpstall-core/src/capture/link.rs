@@ -3,7 +3,8 @@
 //!
 //! Ethernet itself (with its VLAN tags) is etherparse's; the headers it does not cover
 //! (BSD loopback, Linux cooked capture, 802.11 behind radiotap, Prism or AVS headers,
-//! FDDI, LLC/SNAP, PPP, NFLOG) are each read here down to their payload, no further.
+//! FDDI, LLC/SNAP, PPP, Cisco HDLC, NFLOG, IP over InfiniBand, Linux ARCnet) are each
+//! read here down to their payload, no further.
 
 use crate::capture::SkipReason;
 
@@ -29,17 +30,20 @@ pub(crate) mod link_type {
     pub const RAW_OLD_B: i32 = 14;
     pub const PPP_HDLC: i32 = 50;
     pub const PPP_ETHER: i32 = 51;
+    pub const C_HDLC: i32 = 104;
     pub const ATM_RFC1483: i32 = 100;
     pub const RAW: i32 = 101;
     pub const IEEE802_11: i32 = 105;
     pub const LOOP: i32 = 108;
     pub const LINUX_SLL: i32 = 113;
+    pub const ARCNET_LINUX: i32 = 129;
     pub const IEEE802_11_PRISM: i32 = 119;
     pub const IEEE802_11_RADIOTAP: i32 = 127;
     pub const IEEE802_11_AVS: i32 = 163;
     pub const IPV4: i32 = 228;
     pub const IPV6: i32 = 229;
     pub const NFLOG: i32 = 239;
+    pub const IPOIB: i32 = 242;
     pub const LINUX_SLL2: i32 = 276;
 }
 
@@ -50,6 +54,14 @@ pub(crate) mod ether_type {
     pub const MPLS_UNICAST: u16 = 0x8847;
     pub const MPLS_MULTICAST: u16 = 0x8848;
     pub const PPPOE_SESSION: u16 = 0x8864;
+    /// Provider backbone bridging (IEEE 802.1ah): an I-TAG, then the customer's frame.
+    pub const PBB_ITAG: u16 = 0x88e7;
+    /// Cisco VN-Tag: 4 bytes of tag, then the next EtherType.
+    pub const VN_TAG: u16 = 0x8926;
+    /// Cisco FabricPath: the outer header's FTag and TTL, then the inner Ethernet frame.
+    pub const FABRICPATH: u16 = 0x8903;
+    /// 802.11 frames in GRE from Aruba access points to their controller.
+    pub const ARUBA_IEEE802_11: u16 = 0x8200;
     /// Values up to this are 802.3 lengths, not types (IEEE 802.3 3.2.6).
     pub const MAX_LENGTH: u16 = 0x05ff;
 }
@@ -71,6 +83,9 @@ pub(crate) fn link_layer(link: i32, data: &[u8]) -> Result<Layer<'_>, SkipReason
             let header = data.get(..20).ok_or(SkipReason::TruncatedHeaders)?;
             Ok(Layer::EtherType(be16(header), &data[20..]))
         }
+        // Cisco HDLC frames are captured with a PPP link type too (unicast or broadcast
+        // address, control 0): tcpdump's print-ppp.c tells them apart the same way.
+        PPP | PPP_HDLC if matches!(data, [0x0f | 0x8f, 0x00, ..]) => c_hdlc(data),
         PPP | PPP_HDLC => ppp(data),
         // PPPoE without its Ethernet header (RFC 2516 4): 6 bytes, then PPP.
         PPP_ETHER => ppp(data.get(6..).ok_or(SkipReason::TruncatedHeaders)?),
@@ -82,6 +97,15 @@ pub(crate) fn link_layer(link: i32, data: &[u8]) -> Result<Layer<'_>, SkipReason
         IEEE802_11_RADIOTAP => radiotap(data),
         IEEE802_11_PRISM | IEEE802_11_AVS => prism_or_avs(data),
         NFLOG => nflog(data),
+        // IP over InfiniBand (RFC 4391 6), as Linux captures it: the destination and
+        // source hardware addresses (20 bytes each), then the 4-byte encapsulation
+        // header, an EtherType and 2 reserved bytes.
+        IPOIB => {
+            let header = data.get(..44).ok_or(SkipReason::TruncatedHeaders)?;
+            Ok(Layer::EtherType(be16(&header[40..42]), &data[44..]))
+        }
+        ARCNET_LINUX => arcnet_linux(data),
+        C_HDLC => c_hdlc(data),
         other => Err(SkipReason::UnsupportedLinkType(other)),
     }
 }
@@ -92,6 +116,33 @@ fn be16(bytes: &[u8]) -> u16 {
 
 fn le16(bytes: &[u8]) -> u16 {
     u16::from_le_bytes([bytes[0], bytes[1]])
+}
+
+/// Cisco HDLC: address, control, then an EtherType.
+fn c_hdlc(data: &[u8]) -> Result<Layer<'_>, SkipReason> {
+    let header = data.get(..4).ok_or(SkipReason::TruncatedHeaders)?;
+    Ok(Layer::EtherType(be16(&header[2..]), &data[4..]))
+}
+
+/// ARCnet as Linux captures it: source, destination, a 2-byte offset, the protocol
+/// (ARCnet protocol IDs), then for RFC 1201 framing a split flag and a sequence number.
+fn arcnet_linux(data: &[u8]) -> Result<Layer<'_>, SkipReason> {
+    /// RFC 1051 IP (the old framing, no split flag); RFC 1201 IP and IPv6 (RFC 2497).
+    const IP_OLD: u8 = 240;
+    const IP: u8 = 212;
+    const IPV6: u8 = 0xc4;
+    match data {
+        [_, _, _, _, IP_OLD, rest @ ..] => Ok(Layer::Ip(rest)),
+        // A split flag of 0: the packet is whole in this frame (RFC 1201 "Split Flag").
+        [_, _, _, _, IP | IPV6, 0, _, _, rest @ ..] => Ok(Layer::Ip(rest)),
+        [_, _, _, _, IP | IPV6, _, _, _, ..] => {
+            Err(SkipReason::UnsupportedEncapsulation("ARCnet split packet"))
+        }
+        [_, _, _, _, IP | IPV6, ..] | [] | [_] | [_, _] | [_, _, _] | [_, _, _, _] => {
+            Err(SkipReason::TruncatedHeaders)
+        }
+        _ => Err(SkipReason::NotIp),
+    }
 }
 
 /// BSD loopback: a 4-byte address family, host byte order for NULL, network for LOOP.
@@ -154,7 +205,7 @@ pub(crate) fn llc(data: &[u8]) -> Result<Layer<'_>, SkipReason> {
 
 /// An IEEE 802.11 frame (802.11-2020 9.2.3): data frames lead on to their LLC header;
 /// `padded` says the header is padded to 4 bytes (radiotap's DATAPAD flag).
-fn ieee802_11(data: &[u8], padded: bool) -> Result<Layer<'_>, SkipReason> {
+pub(crate) fn ieee802_11(data: &[u8], padded: bool) -> Result<Layer<'_>, SkipReason> {
     let [control, flags, ..] = *data else {
         return Err(SkipReason::TruncatedHeaders);
     };
@@ -336,6 +387,35 @@ mod tests {
         assert!(matches!(llc(&[0x42, 0x42, 3, 0]), Err(SkipReason::NotIp)));
         assert!(matches!(
             llc(&[0xaa, 0xaa, 3]),
+            Err(SkipReason::TruncatedHeaders)
+        ));
+    }
+
+    #[test]
+    fn arcnet_old_and_new_framing_lead_to_ip_and_a_split_packet_is_named() {
+        assert_eq!(ip_of(arcnet_linux(&[1, 2, 0, 0, 240, 0x45])), [0x45]);
+        assert_eq!(
+            ip_of(arcnet_linux(&[1, 2, 0, 0, 212, 0, 0, 7, 0x45])),
+            [0x45]
+        );
+        assert_eq!(
+            ip_of(arcnet_linux(&[1, 2, 0, 0, 0xc4, 0, 0, 7, 0x60])),
+            [0x60]
+        );
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0, 0, 212, 1, 0, 7, 0x45]),
+            Err(SkipReason::UnsupportedEncapsulation(_))
+        ));
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0, 0, 213, 0, 0, 7]),
+            Err(SkipReason::NotIp)
+        ));
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0, 0, 212, 0]),
+            Err(SkipReason::TruncatedHeaders)
+        ));
+        assert!(matches!(
+            arcnet_linux(&[1, 2, 0]),
             Err(SkipReason::TruncatedHeaders)
         ));
     }

@@ -9,7 +9,6 @@
 //! capture points) are interleaved. Compressed files decompress on threads of their own.
 //! A file that cannot be read is named, and the others are read on (or the run stops).
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read};
@@ -22,6 +21,8 @@ use crate::segment::Nanos;
 /// Files read at once at most; files beyond this that overlap in time with all of them
 /// join when one ends, and their packets may then come out of time order.
 const MAX_OPEN_FILES: usize = 64;
+/// Read buffer of a file opened to learn its first packet's time.
+const PEEK_BUFFER_BYTES: usize = 1 << 16;
 /// Entries of a directory looked at, at most.
 const MAX_DIRECTORY_ENTRIES: usize = 1 << 20;
 
@@ -145,6 +146,19 @@ fn open(path: &Path, progress: Option<ProgressFn>) -> Result<CaptureReader, Capt
     CaptureReader::new(Counted { file, progress })
 }
 
+/// Opens a file only to learn when its first packet is: a small buffer is enough, and
+/// the file's bytes are read (and the buffer cleared) once more when its turn comes.
+fn peek(path: &Path) -> Result<CaptureReader, CaptureError> {
+    let file = File::open(path)?;
+    CaptureReader::with_buffer(
+        Counted {
+            file,
+            progress: None,
+        },
+        PEEK_BUFFER_BYTES,
+    )
+}
+
 /// One file waiting its turn: when its first packet is.
 struct Waiting {
     index: usize,
@@ -187,7 +201,7 @@ impl MergedCaptures {
         let mut notes = Vec::with_capacity(paths.len());
         let mut waiting = Vec::with_capacity(paths.len());
         for (index, path) in paths.iter().enumerate() {
-            let first = open(path, None).and_then(|mut reader| {
+            let first = peek(path).and_then(|mut reader| {
                 let step = reader.read_until(Nanos::MIN, &mut |_| {})?;
                 Ok((step, reader.next_time(), reader.notes().clone()))
             });
@@ -232,22 +246,10 @@ impl MergedCaptures {
         mut on_packet: impl FnMut(&Packet<'_>),
     ) -> Result<MergedNotes, FileError> {
         let mut open_files: Vec<Open> = Vec::new();
-        let mut number: u64 = 0;
-        // The latest packet time handed on so far.
-        let latest = Cell::new(Nanos::MIN);
-        let mut renumbered = |packet: &Packet<'_>| {
-            number += 1;
-            latest.set(latest.get().max(packet.time));
-            on_packet(&Packet {
-                number,
-                time: packet.time,
-                link_type: packet.link_type,
-                data: packet.data,
-                wire_len: packet.wire_len,
-                interface: packet.interface,
-                time_units: packet.time_units,
-            });
-        };
+        // Packets numbered so far (as each file counts them), and the time of the last
+        // packet a read ended with.
+        let mut handed: u64 = 0;
+        let mut latest = Nanos::MIN;
         // Each turn ends a file, or reads up to the next packet of another one (a file
         // with packets left always has one, so the merge moves on every turn).
         loop {
@@ -263,7 +265,7 @@ impl MergedCaptures {
                 let Some(next) = self.waiting.pop_front() else {
                     break;
                 };
-                if next.first_time < latest.get() {
+                if next.first_time < latest {
                     self.out_of_order_files += 1;
                 }
                 if let Some(reader) = self.reopen(next.index)? {
@@ -296,8 +298,17 @@ impl MergedCaptures {
                 .map(|(time, other)| if other > index { time } else { time - 1 })
                 .min()
                 .unwrap_or(Nanos::MAX);
+            // The file numbers its packets on from those of the files read before; the
+            // packets go straight to `on_packet`, with nothing between them.
             let reader = &mut open_files[current].reader;
-            match reader.read_until(until, &mut renumbered) {
+            let before = reader.notes().packets;
+            reader.number_next_as(handed + 1);
+            let step = reader.read_until(until, &mut on_packet);
+            if reader.notes().packets > before {
+                handed += reader.notes().packets - before;
+                latest = latest.max(reader.last_time());
+            }
+            match step {
                 Ok(ReadStep::Paused) => {}
                 Ok(ReadStep::Finished) => {
                     let done = open_files.swap_remove(current);
@@ -355,6 +366,48 @@ pub struct MergedNotes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pcap file of raw IP link type holding one tiny record at each of `times`.
+    fn capture_at(dir: &Path, name: &str, times: &[Nanos]) -> PathBuf {
+        let path = dir.join(name);
+        let mut writer =
+            crate::capture::PcapWriter::with_link_type(Vec::new(), 0, 101).expect("header");
+        for &time in times {
+            writer.write_frame(time, &[0x45], 1).expect("record");
+        }
+        std::fs::write(&path, writer.into_inner()).expect("write");
+        path
+    }
+
+    #[test]
+    fn interleaved_files_number_their_packets_across_all_of_them() {
+        let dir = std::env::temp_dir().join(format!("tcpstall-merge-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let paths = vec![
+            capture_at(&dir, "a.pcap", &[10, 30, 50, 60]),
+            capture_at(&dir, "b.pcap", &[20, 40]),
+            capture_at(&dir, "c.pcap", &[70]),
+        ];
+        let merged = MergedCaptures::open(paths, OnFileError::Stop, None).expect("open");
+        let mut seen = Vec::new();
+        let notes = merged
+            .for_each_packet(|packet| seen.push((packet.number, packet.time)))
+            .expect("read");
+        std::fs::remove_dir_all(&dir).ok();
+        let expected: Vec<(u64, Nanos)> = vec![
+            (1, 10),
+            (2, 20),
+            (3, 30),
+            (4, 40),
+            (5, 50),
+            (6, 60),
+            (7, 70),
+        ];
+        assert_eq!(seen, expected);
+        let counts: Vec<u64> = notes.files.iter().map(|f| f.notes.packets).collect();
+        assert_eq!(counts, [4, 2, 1]);
+        assert_eq!(notes.out_of_order_files, 0);
+    }
 
     #[test]
     fn ring_file_names_sort_by_their_numbers() {

@@ -22,6 +22,8 @@ use crate::segment::{NANOS_PER_SEC, Nanos};
 /// input would dominate the run time, and a small buffer exercises its growth.
 #[allow(unexpected_cfgs)]
 const BUFFER_BYTES: usize = if cfg!(fuzzing) { 1 << 12 } else { 1 << 20 };
+/// The smallest read buffer: a few headers' worth.
+const MIN_BUFFER_BYTES: usize = 1 << 12;
 /// libpcap's MAXIMUM_SNAPLEN: no real capture has a record longer than this.
 pub const MAX_RECORD_BYTES: u32 = 262_144;
 /// pcapng blocks other than packets (name tables, journal exports) may be larger.
@@ -161,6 +163,9 @@ pub struct CaptureReader {
     interfaces: Vec<Interface>,
     notes: ReadNotes,
     last_time: Nanos,
+    /// Added to this reader's own count to number its packets: several readers merged
+    /// into one stream number their packets across all of them.
+    number_offset: u64,
     section_big_endian: bool,
     /// Size of the read buffer; it grows for long blocks.
     capacity: usize,
@@ -188,6 +193,15 @@ pub enum ReadStep {
 impl CaptureReader {
     /// Detects the format from the first bytes and prepares to stream packets.
     pub fn new<R: Read + Send + 'static>(input: R) -> Result<Self, CaptureError> {
+        Self::with_buffer(input, BUFFER_BYTES)
+    }
+
+    /// The same, with a read buffer of `buffer_bytes` to begin with (it still grows for a
+    /// long block): a small one suits a reader that only looks at the first packet.
+    pub(crate) fn with_buffer<R: Read + Send + 'static>(
+        input: R,
+        buffer_bytes: usize,
+    ) -> Result<Self, CaptureError> {
         let mut input: FillReader<Box<dyn Read + Send>> = FillReader {
             inner: Box::new(input),
         };
@@ -217,7 +231,7 @@ impl CaptureReader {
             }
         }
         let format = detect_format(&head)?;
-        let mut capacity = BUFFER_BYTES;
+        let mut capacity = buffer_bytes.max(MIN_BUFFER_BYTES);
         if format == CaptureFormat::PcapNg {
             // The whole section header block, so that a cut one is told from a bad one.
             let len = section_header_len(&head)?;
@@ -229,7 +243,7 @@ impl CaptureReader {
                     format: format.name(),
                 });
             }
-            capacity = len.next_power_of_two().max(BUFFER_BYTES);
+            capacity = len.next_power_of_two().max(capacity);
         }
         let source = FillReader {
             inner: io::Cursor::new(head).chain(input),
@@ -259,6 +273,7 @@ impl CaptureReader {
             finished: false,
             next_time: None,
             last_time: 0,
+            number_offset: 0,
             section_big_endian: false,
             capacity,
             pcap_big_endian: false,
@@ -335,6 +350,17 @@ impl CaptureReader {
             self.notes.compressed_stream_cut = note.lock().ok().and_then(|n| n.clone());
         }
         Ok(ReadStep::Finished)
+    }
+
+    /// Numbers the next packet handed on `next` (packets are numbered from 1), and those
+    /// after it on from there: the number it has in a stream merged from several readers.
+    pub(crate) fn number_next_as(&mut self, next: u64) {
+        self.number_offset = next.saturating_sub(self.notes.packets + 1);
+    }
+
+    /// The time of the last packet handed on (0 before the first).
+    pub(crate) fn last_time(&self) -> Nanos {
+        self.last_time
     }
 
     /// The time of the packet a paused reader stops at.
@@ -517,7 +543,7 @@ impl CaptureReader {
             self.notes.packets += 1;
             self.last_time = time;
             on_packet(&Packet {
-                number: self.notes.packets,
+                number: self.number_offset + self.notes.packets,
                 time,
                 link_type: iface.link_type,
                 data: bytes,
@@ -579,7 +605,7 @@ impl CaptureReader {
                 self.last_time = time;
                 let caplen = (epb.caplen as usize).min(epb.data.len());
                 on_packet(&Packet {
-                    number: self.notes.packets,
+                    number: self.number_offset + self.notes.packets,
                     time,
                     link_type: iface.link_type,
                     data: &epb.data[..caplen],
@@ -594,7 +620,7 @@ impl CaptureReader {
                 if let Some(iface) = self.interfaces.first().copied() {
                     let caplen = (spb.origlen as usize).min(spb.data.len());
                     on_packet(&Packet {
-                        number: self.notes.packets,
+                        number: self.number_offset + self.notes.packets,
                         time: self.last_time,
                         link_type: iface.link_type,
                         data: &spb.data[..caplen],
@@ -644,7 +670,7 @@ impl CaptureReader {
         self.notes.packets_time_out_of_range += u64::from(out_of_range);
         self.last_time = time;
         on_packet(&Packet {
-            number: self.notes.packets,
+            number: self.number_offset + self.notes.packets,
             time,
             link_type: iface.link_type,
             data: &data[HEADER..HEADER + caplen],

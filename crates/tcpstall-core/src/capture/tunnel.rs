@@ -1,5 +1,6 @@
 //! Tunnels and label stacks between the link and the connection: MPLS, PPPoE, GRE (with
-//! NVGRE and ERSPAN types I, II and III), VXLAN (and VXLAN-GPE), Geneve and GTP-U. IP in
+//! NVGRE, ERSPAN types I, II and III, Aruba's 802.11 frames; also in UDP), provider
+//! backbone bridging, Cisco FabricPath, VN-Tag, VXLAN (and VXLAN-GPE), Geneve and GTP-U. IP in
 //! IP needs nothing here: its inner packet is simply the next layer.
 //!
 //! etherparse decodes the Ethernet, VLAN, IP and UDP headers around these; it has no
@@ -44,6 +45,8 @@ mod port {
     pub const GENEVE: u16 = 6081;
     /// GTP-U (3GPP TS 29.281 4.4.2.3).
     pub const GTP_U: u16 = 2152;
+    /// GRE-in-UDP (RFC 8086 3.1).
+    pub const GRE_IN_UDP: u16 = 4754;
 }
 
 /// The payload of an EtherType that etherparse does not decode, when it is one decoded
@@ -53,6 +56,27 @@ pub(crate) fn ether_type_payload(kind: u16, data: &[u8]) -> Option<Result<Inner<
         ether_type::MPLS_UNICAST | ether_type::MPLS_MULTICAST => Some(mpls(data).map(Inner::plain)),
         ether_type::PPPOE_SESSION => Some(pppoe_session(data).map(Inner::plain)),
         ether_type::TRANSPARENT_ETHERNET => Some(Ok(Inner::plain(Layer::Ethernet(data)))),
+        // The I-TAG (IEEE 802.1ah 9.7): flags and the 24-bit service identifier.
+        ether_type::PBB_ITAG => Some(
+            data.get(4..)
+                .map(|frame| Inner::plain(Layer::Ethernet(frame)))
+                .ok_or(SkipReason::TruncatedHeaders),
+        ),
+        ether_type::FABRICPATH => Some(
+            data.get(2..)
+                .map(|frame| Inner::plain(Layer::Ethernet(frame)))
+                .ok_or(SkipReason::TruncatedHeaders),
+        ),
+        ether_type::VN_TAG => Some(match data {
+            [_, _, _, _, hi, lo, rest @ ..] => Ok(Inner::plain(Layer::EtherType(
+                u16::from_be_bytes([*hi, *lo]),
+                rest,
+            ))),
+            _ => Err(SkipReason::TruncatedHeaders),
+        }),
+        ether_type::ARUBA_IEEE802_11 => {
+            Some(crate::capture::link::ieee802_11(data, false).map(Inner::plain))
+        }
         0..=ether_type::MAX_LENGTH => Some(crate::capture::link::llc(data).map(Inner::plain)),
         _ => None,
     }
@@ -69,13 +93,19 @@ pub(crate) fn udp_payload(
     let tunnel_port = [destination, source].into_iter().find(|p| {
         matches!(
             *p,
-            port::VXLAN | port::VXLAN_LINUX | port::VXLAN_GPE | port::GENEVE | port::GTP_U
+            port::VXLAN
+                | port::VXLAN_LINUX
+                | port::VXLAN_GPE
+                | port::GENEVE
+                | port::GTP_U
+                | port::GRE_IN_UDP
         )
     })?;
     Some(match tunnel_port {
         port::VXLAN | port::VXLAN_LINUX => vxlan(data),
         port::VXLAN_GPE => vxlan_gpe(data),
         port::GENEVE => geneve(data),
+        port::GRE_IN_UDP => gre(data),
         _ => gtp_u(data),
     })
 }
