@@ -519,6 +519,8 @@ struct Intake<'a> {
     batches: mpsc::SyncSender<Batch>,
     recycled: mpsc::Receiver<Batch>,
     filter: &'a Filter,
+    /// Where each packet is decoded, in place.
+    segment: Segment,
 }
 
 impl Intake<'_> {
@@ -535,18 +537,19 @@ impl Intake<'_> {
                 .last_time
                 .map_or(packet.time, |t| t.max(packet.time)),
         );
-        let segment = match self.decoder.decode(packet) {
-            Decoded::Segment(segment) => segment,
+        let segment = &mut self.segment;
+        match self.decoder.decode(packet, segment) {
+            Decoded::Segment => {}
             Decoded::Skipped(reason) => return summary.skipped.add(reason),
             Decoded::Held => return,
-        };
+        }
         summary.tcp_segments += 1;
-        if !self.filter.matches(&segment) {
+        if !self.filter.matches(segment) {
             summary.filtered_out += 1;
-        } else if bucket_of(&segment, BUCKETS) < READER_BUCKETS {
-            self.local.observe(&segment, packet.number);
+        } else if bucket_of(segment, BUCKETS) < READER_BUCKETS {
+            self.local.observe(segment, packet.number);
         } else {
-            self.batch.push((segment, packet.number));
+            self.batch.push((*segment, packet.number));
             if self.batch.len() == BATCH_SEGMENTS {
                 let next = self
                     .recycled
@@ -584,6 +587,7 @@ fn pipeline(
             batches,
             recycled,
             filter: &options.filter,
+            segment: crate::capture::fast::BLANK_SEGMENT,
         };
         let read = read(&mut intake);
         let Intake {

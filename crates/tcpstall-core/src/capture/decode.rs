@@ -103,7 +103,8 @@ impl SkipCounts {
 /// What became of one packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decoded {
-    Segment(Segment),
+    /// A TCP segment, written where [`Decoder::decode`] was told.
+    Segment,
     Skipped(SkipReason),
     /// A fragment kept until its datagram is whole.
     Held,
@@ -120,13 +121,18 @@ impl Decoder {
         Decoder::default()
     }
 
+    /// Decodes `packet`; a TCP segment is written to `segment`, in place (it is large,
+    /// and the common case writes it field by field where the caller keeps it).
     #[inline]
-    pub fn decode(&mut self, packet: &Packet<'_>) -> Decoded {
-        match fast_path(packet) {
-            Some(Ok(segment)) => Decoded::Segment(segment),
+    pub fn decode(&mut self, packet: &Packet<'_>, segment: &mut Segment) -> Decoded {
+        match fast_path_into(packet, segment) {
+            Some(Ok(())) => Decoded::Segment,
             Some(Err(reason)) => Decoded::Skipped(reason),
             None => match decode_general(packet, Some(&mut self.fragments)) {
-                Ok(segment) => Decoded::Segment(segment),
+                Ok(decoded) => {
+                    *segment = decoded;
+                    Decoded::Segment
+                }
                 Err(Stop::Skip(reason)) => Decoded::Skipped(reason),
                 Err(Stop::Held) => Decoded::Held,
             },
@@ -154,10 +160,17 @@ pub fn decode_packet(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
 
 #[inline]
 fn fast_path(packet: &Packet<'_>) -> Option<Result<Segment, SkipReason>> {
+    let mut segment = crate::capture::fast::BLANK_SEGMENT;
+    fast_path_into(packet, &mut segment).map(|decoded| decoded.map(|()| segment))
+}
+
+/// [`fast_path`], writing the segment to `segment`.
+#[inline]
+fn fast_path_into(packet: &Packet<'_>, segment: &mut Segment) -> Option<Result<(), SkipReason>> {
     match packet.link_type {
-        link_type::ETHERNET => crate::capture::fast::decode_ethernet_ipv4(packet),
+        link_type::ETHERNET => crate::capture::fast::decode_ethernet_ipv4(packet, segment),
         link_type::RAW | link_type::IPV4 if packet.data.first().is_some_and(|b| b >> 4 == 4) => {
-            crate::capture::fast::decode_ipv4(packet, packet.data)
+            crate::capture::fast::decode_ipv4(packet, packet.data, segment)
         }
         _ => None,
     }

@@ -11,20 +11,28 @@ use crate::segment::{Segment, TcpFlags};
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const ETHERNET_HEADER: usize = 14;
 
-/// `Some` when the packet took the fast path (a segment, or a sure reason to skip it);
-/// `None` to let the general decoder look.
+/// `Some` when the packet took the fast path (a segment, written to `segment`, or a sure
+/// reason to skip it); `None` to let the general decoder look.
 #[inline]
-pub(crate) fn decode_ethernet_ipv4(packet: &Packet<'_>) -> Option<Result<Segment, SkipReason>> {
+pub(crate) fn decode_ethernet_ipv4(
+    packet: &Packet<'_>,
+    segment: &mut Segment,
+) -> Option<Result<(), SkipReason>> {
     let data = packet.data;
     if data.len() < ETHERNET_HEADER || data[12..14] != ETHERTYPE_IPV4 {
         return None;
     }
-    decode_ipv4(packet, &data[ETHERNET_HEADER..])
+    decode_ipv4(packet, &data[ETHERNET_HEADER..], segment)
 }
 
-/// IPv4 carrying TCP, starting at `ip`.
+/// IPv4 carrying TCP, starting at `ip`; the segment is written to `segment` (in place: a
+/// segment is 120 bytes, and returning it moved it once more on every packet).
 #[inline]
-pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segment, SkipReason>> {
+pub(crate) fn decode_ipv4(
+    packet: &Packet<'_>,
+    ip: &[u8],
+    segment: &mut Segment,
+) -> Option<Result<(), SkipReason>> {
     // RFC 791 3.1: version and header length, total length, flags and fragment offset,
     // protocol, source and destination addresses.
     let &[
@@ -77,7 +85,7 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
     } else {
         total_len.checked_sub(ip_header_len + tcp_header_len)?
     };
-    Some(Ok(Segment {
+    *segment = Segment {
         time: packet.time,
         src: SocketAddr::V4(SocketAddrV4::new(source, be_u16(&tcp[0..2]))),
         dst: SocketAddr::V4(SocketAddrV4::new(destination, be_u16(&tcp[2..4]))),
@@ -88,8 +96,29 @@ pub(crate) fn decode_ipv4(packet: &Packet<'_>, ip: &[u8]) -> Option<Result<Segme
         payload_len: payload_len as u32,
         options: crate::capture::decode::tcp_options(&tcp[20..tcp_header_len]),
         tunnel: 0,
-    }))
+    };
+    Some(Ok(()))
 }
+
+/// A segment to decode into: every field is overwritten.
+pub(crate) const BLANK_SEGMENT: Segment = Segment {
+    time: 0,
+    src: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+    dst: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+    seq: 0,
+    ack: 0,
+    flags: TcpFlags(0),
+    window: 0,
+    payload_len: 0,
+    options: crate::segment::TcpOptions {
+        mss: None,
+        window_scale: None,
+        sack_permitted: false,
+        sack_blocks: 0,
+        timestamps: None,
+    },
+    tunnel: 0,
+};
 
 /// IP protocol numbers (IANA): TCP, and those a tunnel may ride on.
 const IPPROTO_TCP: u8 = 6;

@@ -4,7 +4,7 @@
 mod annotate;
 mod compressed;
 mod decode;
-mod fast;
+pub(crate) mod fast;
 mod fragments;
 mod link;
 mod multi;
