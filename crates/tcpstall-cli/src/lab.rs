@@ -37,10 +37,11 @@ pub enum Suite {
 pub struct LabArgs {
     #[command(flatten)]
     workload: WorkloadArgs,
-    /// MSS both sides set with TCP_MAXSEG (default: the link MTU less 40)
+    /// MSS both sides set with TCP_MAXSEG [default: the link MTU less 40]
     #[arg(long)]
     mss: Option<u32>,
-    /// Round trip through the delay line between two namespaces, ms (root)
+    /// Round trip through the delay line between two namespaces, ms (root) [default: none,
+    /// loopback]
     #[arg(long, value_name = "MS")]
     rtt: Option<f64>,
     /// Capture the lab's packets (root), write them as pcap, and diagnose them (a suite

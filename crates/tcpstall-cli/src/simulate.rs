@@ -21,34 +21,34 @@ use tcpstall_sim::{accuracy, profile};
 pub struct SimulateArgs {
     #[command(flatten)]
     workload: WorkloadArgs,
-    /// Stack of the client: linux, windows, macos, macos-legacy, freebsd, aix
+    /// Stack of the client: linux, windows, macos, macos-legacy, freebsd, aix [default: linux]
     #[arg(long, value_name = "STACK")]
     client: Option<String>,
-    /// Stack of the server
+    /// Stack of the server [default: linux]
     #[arg(long, value_name = "STACK")]
     server: Option<String>,
-    /// MSS both sides announce (before the 12-byte timestamp option)
+    /// MSS both sides announce (before the 12-byte timestamp option) [default: the MTU less 40]
     #[arg(long)]
     mss: Option<u32>,
-    /// Both sides' delayed-ACK timer (or tick period), ms
+    /// Both sides' delayed-ACK timer (or tick period), ms [default: each stack's]
     #[arg(long, value_name = "MS")]
     delack: Option<f64>,
-    /// Round-trip time, ms
+    /// Round-trip time, ms [default: 0.05]
     #[arg(long, value_name = "MS")]
     rtt: Option<f64>,
-    /// Link bandwidth, bits per second (suffixes k, M, G)
+    /// Link bandwidth, bits per second (suffixes k, M, G) [default: 1G]
     #[arg(long, value_name = "BPS")]
     bandwidth: Option<String>,
-    /// Packet loss probability (0 to 1)
+    /// Packet loss probability (0 to 1) [default: 0]
     #[arg(long)]
     loss: Option<f64>,
-    /// Extra per-packet delay, uniform from 0 to this, ms
+    /// Extra per-packet delay, uniform from 0 to this, ms [default: 0]
     #[arg(long, value_name = "MS")]
     jitter: Option<f64>,
-    /// Seed of jitter, loss and timer phases
+    /// Seed of jitter, loss and timer phases [default: 1]
     #[arg(long)]
     seed: Option<u64>,
-    /// Where packets are captured: client, server, tap (the middle) or tap:FRACTION
+    /// Where packets are captured: client, server, tap (the middle) or tap:FRACTION [default: client]
     #[arg(long, value_name = "POINT")]
     capture_point: Option<String>,
     /// Write the packets seen at the capture point as pcap

@@ -17,25 +17,25 @@ pub enum Side {
 pub struct WorkloadArgs {
     /// Scenario file (TOML, see docs/scenario-format.md); flags override its values
     pub scenario: Option<PathBuf>,
-    /// Application pattern (`tcpstall simulate --patterns` lists them)
+    /// Application pattern (`tcpstall simulate --patterns` lists them) [default: two-writes]
     #[arg(long, value_name = "NAME")]
     pub pattern: Option<String>,
-    /// Request write sizes in bytes, comma-separated (e.g. 96,656)
+    /// Request write sizes in bytes, comma-separated (e.g. 96,656) [default: the pattern's]
     #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
     pub request: Vec<u32>,
-    /// Response write sizes in bytes, comma-separated
+    /// Response write sizes in bytes, comma-separated [default: the pattern's]
     #[arg(long, value_name = "BYTES,..", value_delimiter = ',')]
     pub response: Vec<u32>,
-    /// Requests kept in flight (2 = double buffering)
+    /// Requests kept in flight (2 = double buffering) [default: the pattern's, 1 or 2]
     #[arg(long)]
     pub depth: Option<u32>,
-    /// Number of transactions (for a lab suite: per scenario)
+    /// Number of transactions (for a lab suite: per scenario) [default: the pattern's or suite's]
     #[arg(long, short = 'n')]
     pub transactions: Option<u32>,
-    /// Server think time before each response, ms
+    /// Server think time before each response, ms [default: 0]
     #[arg(long, value_name = "MS")]
     pub server_think: Option<f64>,
-    /// Client think time before each request, ms
+    /// Client think time before each request, ms [default: 0]
     #[arg(long, value_name = "MS")]
     pub client_think: Option<f64>,
     /// Set TCP_NODELAY on this side
