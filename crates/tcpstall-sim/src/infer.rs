@@ -49,7 +49,7 @@ impl Inferred {
             out.push_str(&note);
             out.push('\n');
         }
-        match toml::to_string(&self.file) {
+        match self.file.to_toml() {
             Ok(text) => out.push_str(&text),
             Err(e) => out.push_str(&format!("# the scenario could not be written: {e}\n")),
         }
