@@ -145,6 +145,7 @@ fn scenario_from_capture(capture: &PathBuf, number: usize) -> Fallible<Inferred>
         c,
         infer::Limits {
             max_transactions: 100_000,
+            max_bytes: 1 << 34,
         },
     )
     .ok_or_else(|| {

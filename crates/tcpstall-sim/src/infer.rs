@@ -62,12 +62,16 @@ impl Inferred {
 pub struct Limits {
     /// At most this many transactions per run.
     pub max_transactions: u32,
+    /// At most this many bytes of requests and responses per run: fewer transactions
+    /// when the messages are large, none when one transaction is larger.
+    pub max_bytes: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_transactions: 50,
+            max_bytes: 32 << 20,
         }
     }
 }
@@ -353,7 +357,12 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
         "assumed: the client waits for each response before its next request".into(),
     );
     let capture_transactions = d.client_messages;
-    let transactions = capture_transactions.clamp(1, limits.max_transactions.max(1));
+    let transaction_bytes = u64::from(request_total) + u64::from(response_total);
+    if transaction_bytes > limits.max_bytes {
+        return None;
+    }
+    let by_bytes = (limits.max_bytes / transaction_bytes.max(1)).min(u64::from(u32::MAX)) as u32;
+    let transactions = capture_transactions.clamp(1, limits.max_transactions.min(by_bytes).max(1));
     file.workload.transactions = transactions;
     note(
         "workload.transactions",
@@ -383,6 +392,7 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
     let mut server_think = think(server_side);
     let mut client_think = think(client_side);
     let mut think_source = String::from("the application's own gaps (median)");
+    let mut client_think_source = None;
 
     // What the capture spends per transaction outside its gaps and beyond what the
     // simulation spends there: think time below the gap threshold.
@@ -407,10 +417,11 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
             server_think = Some(half);
             client_think = Some(half);
             think_source = format!(
-                "the capture spends {:.3} ms a transaction outside its gaps, the simulation {:.3} ms: the difference, split between the two sides (below the gap threshold, the capture cannot tell whose)",
+                "the capture spends {:.3} ms a transaction outside its gaps, the simulation {:.3} ms: half the difference (below the gap threshold, the capture cannot tell whose)",
                 outside / MS,
                 simulated / MS
             );
+            client_think_source = Some("the other half".to_string());
         } else if server_think.is_none() {
             server_think = Some(2.0 * half);
         } else if client_think.is_none() {
@@ -429,7 +440,7 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
     note(
         "workload.client_think_ms",
         json!(file.workload.client_think_ms),
-        think_source,
+        client_think_source.unwrap_or(think_source),
     );
     file.resolve().ok()?;
     Some(Inferred {
