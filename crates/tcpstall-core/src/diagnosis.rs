@@ -229,6 +229,9 @@ pub struct InferredScenario {
     /// The scenario as inferred: mean time per transaction and share stalled.
     pub simulated_transaction_time: Nanos,
     pub simulated_stalled_share: f64,
+    /// The simulation stalled as the capture did; when not, the fixes keep their
+    /// estimates.
+    pub reproduced: bool,
     /// Every variant run: its name, time per transaction, speed-up and share stalled.
     pub variants: Vec<(String, Nanos, f64, f64)>,
 }

@@ -312,6 +312,14 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
                 vec![total - held, held],
                 format!("; Nagle held the last {held} bytes (median of {holds} holds): two writes"),
             )
+        } else if !bulk && held > 0 && total >= 2 {
+            // Messages differ in size: the holds are as large as the average message.
+            (
+                vec![total - total / 2, total / 2],
+                format!(
+                    "; Nagle held {held} bytes (median of {holds} holds), as much as the average message: two halves"
+                ),
+            )
         } else if bulk {
             (
                 vec![total],
@@ -525,7 +533,10 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
         }
     };
     let duration = d.duration();
-    if let Some(direction) = d.directions.first_mut() {
+    // A scenario that does not stall as the capture did says nothing about the fixes:
+    // they keep their estimates.
+    let reproduced = share(&variants[0]) > 0.0;
+    if reproduced && let Some(direction) = d.directions.first_mut() {
         for fix in &mut direction.fixes {
             if let Some(i) = kinds.iter().position(|&k| k == fix.kind) {
                 let v = &variants[i + 1];
@@ -542,6 +553,7 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
         transactions_simulated: inferred.file.workload.transactions,
         simulated_transaction_time: per_transaction(base).round() as Nanos,
         simulated_stalled_share: share(base),
+        reproduced,
         variants: variants
             .iter()
             .map(|v| {

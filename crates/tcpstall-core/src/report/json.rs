@@ -203,6 +203,8 @@ pub struct JsonInferred {
     /// Seconds per transaction of the scenario as inferred, and the share stalled.
     pub simulated_transaction_time: f64,
     pub simulated_stalled_share: f64,
+    /// False when the scenario as inferred does not stall: the fixes keep their estimates.
+    pub reproduced: bool,
     /// The capture's own seconds per transaction (duration over the client's messages).
     pub capture_transaction_time: Option<f64>,
     pub variants: Vec<JsonVariant>,
@@ -458,6 +460,7 @@ fn inferred(c: &ConnectionDiagnosis, i: &crate::diagnosis::InferredScenario) -> 
         transactions_simulated: i.transactions_simulated,
         simulated_transaction_time: secs(i.simulated_transaction_time),
         simulated_stalled_share: i.simulated_stalled_share,
+        reproduced: i.reproduced,
         capture_transaction_time: (c.client_messages > 0)
             .then(|| secs(c.duration() / Nanos::from(c.client_messages))),
         variants: i

@@ -315,6 +315,12 @@ fn render_inferred(out: &mut String, c: &ConnectionDiagnosis, source: &str, numb
         inferred.transactions_simulated,
         ms_text(per_transaction)
     );
+    if !inferred.reproduced {
+        let _ = writeln!(
+            out,
+            "    the scenario as inferred does not stall: the fixes keep their estimates"
+        );
+    }
     for (name, time, speedup, stalled) in &inferred.variants {
         let _ = writeln!(
             out,
