@@ -249,6 +249,7 @@ fn run_one(
                 stalls: false,
                 all: true,
                 top: None,
+                explain: false,
             },
         ));
     }

@@ -113,12 +113,20 @@ struct AnalyzeArgs {
     /// in a warning and the other files are read)
     #[arg(long)]
     stop_on_file_error: bool,
-    /// Print the JSON report (schema version 2, see docs/json-schema.md)
+    /// Print the JSON report (schema version 3, see docs/json-schema.md)
     #[arg(long)]
     json: bool,
     /// List every gap of every connection shown, with its packet numbers
     #[arg(long)]
     stalls: bool,
+    /// Show the scenario inferred from each stalled connection (stacks, round trip, MSS,
+    /// writes, think time, depth, transactions) and its simulated time with each fix
+    #[arg(long)]
+    explain: bool,
+    /// Simulate the fixes of the N worst stalled connections on their inferred scenarios
+    /// (the others keep an estimate); 0: none
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    simulate_fixes: usize,
     /// Also show connections without any gap
     #[arg(long)]
     all: bool,
@@ -403,6 +411,7 @@ fn write_report(analysis: &tcpstall_core::analyze::Analysis, args: &AnalyzeArgs)
                 stalls: args.stalls,
                 all: args.all,
                 top: (args.top > 0).then_some(args.top),
+                explain: args.explain,
             },
         );
         out.write_all(text.as_bytes())?;
@@ -527,7 +536,7 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
     } else {
         (String::new(), analyze_several(&args, &options))
     };
-    let analysis = match result {
+    let mut analysis = match result {
         Ok(analysis) => analysis,
         Err(e) if source.is_empty() => {
             eprintln!("tcpstall: error: {e}");
@@ -543,6 +552,11 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             eprintln!("tcpstall: warning: {}: {error}", file.path.display());
         }
     }
+    tcpstall_sim::infer::predict_worst(
+        &mut analysis.connections,
+        args.simulate_fixes,
+        tcpstall_sim::infer::Limits::default(),
+    );
     if let Err(e) = write_report(&analysis, &args)
         && e.kind() != io::ErrorKind::BrokenPipe
     {

@@ -11,6 +11,7 @@ use crate::workload_args::WorkloadArgs;
 use tcpstall_core::analyze::AnalyzeOptions;
 use tcpstall_core::capture::PcapWriter;
 use tcpstall_sim::engine::capture_segments;
+use tcpstall_sim::infer::{self, Inferred};
 use tcpstall_sim::report;
 use tcpstall_sim::scenario::{PATTERNS, ScenarioFile};
 use tcpstall_sim::sweep::{PARAMETERS, SweepSpec, compare_fixes, sweep};
@@ -78,6 +79,16 @@ pub struct SimulateArgs {
     /// Write a self-contained HTML page: a sweep's throughput chart, or a run's latency histogram
     #[arg(long, value_name = "FILE")]
     html: Option<PathBuf>,
+    /// Infer the scenario from a stalled connection of this capture (as `analyze` reports
+    /// it) and run that; flags override its values
+    #[arg(long, value_name = "CAPTURE", conflicts_with = "scenario")]
+    from_capture: Option<PathBuf>,
+    /// With --from-capture: the connection's number in the report (1 = the worst)
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "from_capture")]
+    connection: usize,
+    /// Print the scenario as a TOML file, to edit and run again, instead of running it
+    #[arg(long)]
+    print_scenario: bool,
     /// Print JSON instead of text
     #[arg(long)]
     json: bool,
@@ -111,8 +122,47 @@ fn parse_bandwidth(text: &str) -> Fallible<f64> {
     }
 }
 
+/// The scenario of connection `number` of `capture`, as `analyze` numbers them.
+fn scenario_from_capture(capture: &PathBuf, number: usize) -> Fallible<Inferred> {
+    let source = capture.display().to_string();
+    let input = File::open(capture).map_err(|e| format!("{source}: {e}"))?;
+    let analysis = tcpstall_core::analyze::analyze(input, &source, &AnalyzeOptions::default())
+        .map_err(|e| format!("{source}: {e}"))?;
+    let count = analysis.connections.len();
+    let c = number
+        .checked_sub(1)
+        .and_then(|i| analysis.connections.get(i))
+        .ok_or_else(|| {
+            format!("{source}: --connection {number}: the report lists connections 1 to {count}")
+        })?;
+    if c.directions.is_empty() {
+        return Err(format!(
+            "{source}: connection {number} ({} -> {}) has no stall to model",
+            c.client, c.server
+        ));
+    }
+    infer::scenario_from(
+        c,
+        infer::Limits {
+            max_transactions: 100_000,
+            max_bytes: 1 << 34,
+        },
+    )
+    .ok_or_else(|| {
+        format!(
+            "{source}: connection {number} ({} -> {}): no scenario could be inferred (no data from the client)",
+            c.client, c.server
+        )
+    })
+}
+
 fn build_file(args: &SimulateArgs) -> Fallible<ScenarioFile> {
-    let mut file = args.workload.scenario_file()?;
+    let mut file = match &args.from_capture {
+        Some(capture) => args
+            .workload
+            .apply(scenario_from_capture(capture, args.connection)?.file),
+        None => args.workload.scenario_file()?,
+    };
     if let Some(stack) = &args.client {
         file.client.stack = stack.clone();
     }
@@ -187,7 +237,18 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
             crate::outputs::check_file(flag, path)?;
         }
     }
+    if args.print_scenario
+        && let Some(capture) = &args.from_capture
+    {
+        let inferred = scenario_from_capture(capture, args.connection)?;
+        let mut inferred_file = inferred.clone();
+        inferred_file.file = build_file(args)?;
+        return Ok(inferred_file.toml());
+    }
     let file = build_file(args)?;
+    if args.print_scenario {
+        return file.to_toml().map_err(|e| e.to_string());
+    }
     let scenario = file.resolve().map_err(|e| e.to_string())?;
     if let Some(spec) = &args.sweep {
         let spec = SweepSpec::parse(spec).map_err(|e| e.to_string())?;

@@ -67,7 +67,7 @@ fn set_side(file: &mut ScenarioFile, side: Option<Side>, set: impl Fn(&mut Socke
 impl WorkloadArgs {
     /// The scenario file (or the defaults), with these flags applied.
     pub fn scenario_file(&self) -> Result<ScenarioFile, String> {
-        let mut file = match &self.scenario {
+        let file = match &self.scenario {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|e| format!("{}: {e}", path.display()))?;
@@ -75,6 +75,11 @@ impl WorkloadArgs {
             }
             None => ScenarioFile::default(),
         };
+        Ok(self.apply(file))
+    }
+
+    /// `file` with these flags applied.
+    pub fn apply(&self, mut file: ScenarioFile) -> ScenarioFile {
         if let Some(pattern) = &self.pattern {
             file.workload.pattern = pattern.clone();
         }
@@ -100,6 +105,6 @@ impl WorkloadArgs {
         set_side(&mut file, self.quickack, |o| o.quickack = true);
         set_side(&mut file, self.cork, |o| o.cork = true);
         set_side(&mut file, self.msg_more, |o| o.msg_more = true);
-        Ok(file)
+        file
     }
 }

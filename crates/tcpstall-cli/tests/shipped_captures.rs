@@ -34,7 +34,7 @@ fn analyze_json(name: &str) -> Value {
 }
 
 fn only_connection(report: &Value) -> &Value {
-    assert_eq!(report["schema_version"], 2);
+    assert_eq!(report["schema_version"], 3);
     let connections = report["connections"].as_array().unwrap();
     assert_eq!(connections.len(), 1, "{report:#}");
     &connections[0]

@@ -140,6 +140,37 @@ pub fn infer_timer(delays: &[Nanos]) -> (Nanos, Nanos, Nanos, TimerGuess) {
     (median, min, max, guess)
 }
 
+/// Which change a fix makes, so that a simulation of the connection can apply it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FixKind {
+    /// Each message written in one call.
+    OneWrite,
+    /// Two requests in flight (pipelining, double buffering).
+    TwoInFlight,
+    /// TCP_NODELAY on the holder.
+    NoDelay,
+    /// One write per block and TCP_NODELAY on the holder.
+    OneWriteNoDelay,
+    /// A stack with Minshall's Nagle variant on the holder.
+    Minshall,
+    /// No delayed ACKs on the delayer (TCP_QUICKACK after every read, a route's
+    /// quickack, TcpAckFrequency=1).
+    AckAtOnce,
+    /// More data in flight: no simulated counterpart.
+    MoreInFlight,
+}
+
+/// What a simulation of the connection's inferred scenario gives with a fix applied.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prediction {
+    /// The connection's duration with the fix: its duration over the simulated speed-up.
+    pub time: Nanos,
+    /// Transactions per second with the fix over those of the scenario as inferred.
+    pub speedup: f64,
+    /// Share of the simulated transactions that still stall with the fix.
+    pub stalled_share: f64,
+}
+
 /// One change that removes the stalls, with what it would save.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fix {
@@ -147,8 +178,62 @@ pub struct Fix {
     pub endpoint: SocketAddr,
     pub action: String,
     pub note: String,
-    /// Time the connection would not have lost.
+    pub kind: FixKind,
+    /// Time the connection would not have lost: the simulated saving when `predicted`
+    /// is set, otherwise an estimate (every stall, or every ACK delay, removed).
     pub saves: Nanos,
+    /// The simulated outcome, when the connection's scenario was inferred and run.
+    pub predicted: Option<Prediction>,
+}
+
+impl Fix {
+    /// Records a simulated outcome: `saves` becomes the simulated saving.
+    pub fn set_prediction(&mut self, duration: Nanos, speedup: f64, stalled_share: f64) {
+        let speedup = if speedup.is_finite() && speedup > 0.0 {
+            speedup
+        } else {
+            1.0
+        };
+        let time = (duration.max(0) as f64 / speedup).round() as Nanos;
+        self.saves = (duration - time).max(0);
+        self.predicted = Some(Prediction {
+            time,
+            speedup,
+            stalled_share,
+        });
+    }
+}
+
+/// One value of an inferred scenario, and where in the capture it comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InferredValue {
+    /// The scenario key (`client.stack`, `link.rtt_ms`, `workload.request`, ...).
+    pub key: String,
+    /// Its value, as JSON.
+    pub value: serde_json::Value,
+    /// Where it comes from.
+    pub source: String,
+}
+
+/// The scenario a stalled direction points to (inferred by the simulator crate), and
+/// how the simulation of it compares with the capture.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InferredScenario {
+    /// The side that held the data in the direction modelled.
+    pub holder: Role,
+    pub values: Vec<InferredValue>,
+    /// The scenario file, to edit and run again with `tcpstall simulate`.
+    pub toml: String,
+    /// Transactions simulated (at most a bound, whatever the capture holds).
+    pub transactions_simulated: u32,
+    /// The scenario as inferred: mean time per transaction and share stalled.
+    pub simulated_transaction_time: Nanos,
+    pub simulated_stalled_share: f64,
+    /// The simulation stalled as the capture did; when not, the fixes keep their
+    /// estimates.
+    pub reproduced: bool,
+    /// Every variant run: its name, time per transaction, speed-up and share stalled.
+    pub variants: Vec<(String, Nanos, f64, f64)>,
 }
 
 /// The stalls one side held, and what they point to: who delayed the ACKs and with
@@ -195,6 +280,14 @@ pub struct ConnectionDiagnosis {
     /// Round trip from the capture point to each endpoint and back.
     pub client_path_rtt: Option<Nanos>,
     pub server_path_rtt: Option<Nanos>,
+    /// Messages each side sent: runs of its data between two of the other side's.
+    pub client_messages: u32,
+    pub server_messages: u32,
+    /// Both sides sent TCP timestamps.
+    pub timestamps: bool,
+    /// The scenario inferred from the worst direction and its simulation, when the
+    /// caller ran one (`tcpstall analyze` does, for the worst stalled connections).
+    pub inferred: Option<InferredScenario>,
     /// Every classified gap, in time order (up to each class's listing limit).
     pub events: Vec<StallEvent>,
     /// Gaps beyond the listing limits: (count, total duration) by class index.
@@ -379,6 +472,10 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         server_mss: connection.send_mss(server_side),
         client_path_rtt: connection.dirs[client_side].path_rtt,
         server_path_rtt: connection.dirs[server_side].path_rtt,
+        client_messages: connection.dirs[client_side].messages,
+        server_messages: connection.dirs[server_side].messages,
+        timestamps: connection.dirs[0].timestamps_seen && connection.dirs[1].timestamps_seen,
+        inferred: None,
         events: Vec::new(),
         unlisted,
         side_roles,
@@ -461,13 +558,15 @@ fn most_common_pattern(events: &[&StallEvent]) -> Option<Pattern> {
 /// immediate ACKs on the receiver.
 fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     let mut fixes = Vec::new();
-    let holder_fix = |action: &str, note: &str| {
+    let holder_fix = |kind: FixKind, action: &str, note: &str| {
         Some(Fix {
             role: d.holder,
             endpoint: d.holder_endpoint,
             action: action.to_string(),
             note: note.to_string(),
+            kind,
             saves: d.time_lost,
+            predicted: None,
         })
     };
     let quickack = {
@@ -490,7 +589,9 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
             endpoint: d.delayer_endpoint,
             action: action.to_string(),
             note: note.to_string(),
+            kind: FixKind::AckAtOnce,
             saves: d.ack_delay_time,
+            predicted: None,
         })
     };
     // Linux 3.11+: RTAX_QUICKACK, a per-route metric that keeps the receiver out of
@@ -508,22 +609,27 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
             bits = if d.holder_endpoint.is_ipv4() { 32 } else { 128 },
         ),
         note: "root, no code change; every connection to that host ACKs at once; more ACK packets".to_string(),
+        kind: FixKind::AckAtOnce,
         saves: d.ack_delay_time,
+        predicted: None,
     });
     if d.nagle_stalls > 0 {
         {
             match d.pattern {
                 Some(Pattern::BulkOddTail { .. }) => {
                     fixes.extend(holder_fix(
+                        FixKind::TwoInFlight,
                         "send the next block before waiting for the reply (double buffering)",
                         "keeps data behind the last segment, so the ACK is never waited for",
                     ));
                     fixes.extend(holder_fix(
+                        FixKind::OneWriteNoDelay,
                         "write each block in one call and set TCP_NODELAY",
                         "the sub-MSS tail leaves at once",
                     ));
                     if d.classic_nagle_evidence {
                         fixes.extend(holder_fix(
+                        FixKind::Minshall,
                             "use a stack with Minshall's Nagle variant (Linux, macOS 10.5 and later)",
                             "a tail behind full-sized segments is then not held",
                         ));
@@ -531,14 +637,17 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
                 }
                 _ => {
                     fixes.extend(holder_fix(
+                        FixKind::OneWrite,
                         "write each request in one call (one buffer, or writev/sendmsg)",
                         "nothing is left for Nagle to hold",
                     ));
                     fixes.extend(holder_fix(
+                        FixKind::TwoInFlight,
                         "keep two requests in flight (pipelining, double buffering)",
                         "the next request follows the one waiting for its ACK; with requests still written in pieces some stalls remain",
                     ));
                     fixes.extend(holder_fix(
+                        FixKind::NoDelay,
                         "set TCP_NODELAY",
                         "every small write leaves at once; more small packets",
                     ));
@@ -551,6 +660,7 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
         fixes.extend(quickack);
         fixes.extend(route_quickack);
         fixes.extend(holder_fix(
+            FixKind::MoreInFlight,
             "keep more data in flight (larger writes, or the next request before the reply)",
             "ACKs then come for every second segment, with no timer",
         ));

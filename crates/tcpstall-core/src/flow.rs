@@ -102,6 +102,8 @@ pub struct Direction {
     /// Data segments since the other side last sent data.
     message_full_segments: u32,
     message_segments: u32,
+    /// Messages: runs of data segments between two of the other side's data.
+    pub messages: u32,
     pub max_payload: u32,
     /// The TSval of its last data segment.
     last_data_tsval: Option<u32>,
@@ -805,6 +807,7 @@ impl Connection {
             dir.message_full_segments = 0;
             dir.message_segments = 0;
             dir.peer_spoke_since_data = false;
+            dir.messages = dir.messages.saturating_add(1);
         }
         dir.message_segments += 1;
         let small = segment.payload_len < full_size;

@@ -13,6 +13,7 @@ mod apps;
 pub mod capture;
 pub mod endpoint;
 pub mod engine;
+pub mod infer;
 pub mod link;
 pub mod profile;
 pub mod report;

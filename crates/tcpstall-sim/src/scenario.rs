@@ -338,6 +338,11 @@ impl ScenarioFile {
         toml::from_str(text).map_err(|e| ScenarioError::Parse(e.message().to_string()))
     }
 
+    /// The file as TOML, readable by [`ScenarioFile::from_toml`].
+    pub fn to_toml(&self) -> Result<String, ScenarioError> {
+        toml::to_string(self).map_err(|e| ScenarioError::Invalid(format!("cannot write TOML: {e}")))
+    }
+
     /// Applies the pattern's defaults and the overrides, and checks every value.
     pub fn resolve(&self) -> Result<Scenario, ScenarioError> {
         let link = self.link.clone();

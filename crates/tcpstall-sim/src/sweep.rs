@@ -189,7 +189,11 @@ pub fn compare_fixes(file: &ScenarioFile) -> Result<Vec<Variant>, ScenarioError>
     quickack.client.options.quickack = true;
     quickack.server.options.quickack = true;
     variants.push(("TCP_QUICKACK after every read".into(), quickack));
+    run_variants(variants)
+}
 
+/// Runs each named variant; the first is the reference of every speed-up.
+pub fn run_variants(variants: Vec<(String, ScenarioFile)>) -> Result<Vec<Variant>, ScenarioError> {
     let mut out = Vec::new();
     let mut base_rate = None;
     for (name, variant) in variants {

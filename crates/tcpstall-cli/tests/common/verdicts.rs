@@ -186,7 +186,7 @@ pub fn assert_same_verdicts(report: &Value, what: &str, format: &str, family: Fa
     let base = baseline();
     let client = endpoint(family, base.client_port);
     let server = endpoint(family, SERVER_PORT);
-    assert_eq!(report["schema_version"], 2, "{what}: schema_version");
+    assert_eq!(report["schema_version"], 3, "{what}: schema_version");
     assert_eq!(report["input"]["format"], format, "{what}: input.format");
     assert_eq!(
         report["input"]["tcp_segments"].as_u64(),

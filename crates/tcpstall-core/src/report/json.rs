@@ -1,4 +1,4 @@
-//! The JSON report, schema version 2 (documented in `docs/json-schema.md`).
+//! The JSON report, schema version 3 (documented in `docs/json-schema.md`).
 //!
 //! Times are seconds as floating-point numbers: `start` values count from the first
 //! packet of the capture, durations and delays are plain lengths. Endpoints are
@@ -13,7 +13,7 @@ use crate::detect::{Evidence, StallEvent};
 use crate::diagnosis::ConnectionDiagnosis;
 use crate::segment::{Nanos, secs};
 
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Serialize)]
 pub struct JsonReport {
@@ -116,6 +116,9 @@ pub struct JsonConnection {
     pub pattern: Option<JsonPattern>,
     pub directions: Vec<JsonDirection>,
     pub fixes: Vec<JsonFix>,
+    /// The scenario inferred from the worst direction and its simulation, for the
+    /// connections `analyze` simulated.
+    pub inferred_scenario: Option<JsonInferred>,
     pub gaps_by_class: BTreeMap<&'static str, JsonClassTotal>,
     pub stalls_by_confidence: BTreeMap<&'static str, usize>,
     pub stalls: Vec<JsonStall>,
@@ -177,6 +180,50 @@ pub struct JsonFix {
     pub note: String,
     pub saves: f64,
     pub speedup: f64,
+    /// True when `saves` and `speedup` are an estimate (every stall, or every ACK
+    /// delay, removed) rather than simulated.
+    pub estimate: bool,
+    pub predicted: Option<JsonPrediction>,
+}
+
+#[derive(Serialize)]
+pub struct JsonPrediction {
+    /// The connection's duration with the fix, seconds.
+    pub time: f64,
+    pub speedup: f64,
+    pub stalled_share: f64,
+}
+
+#[derive(Serialize)]
+pub struct JsonInferred {
+    pub holder_role: &'static str,
+    /// Each scenario key: its value and where in the capture it comes from.
+    pub values: BTreeMap<String, JsonInferredValue>,
+    pub transactions_simulated: u32,
+    /// Seconds per transaction of the scenario as inferred, and the share stalled.
+    pub simulated_transaction_time: f64,
+    pub simulated_stalled_share: f64,
+    /// False when the scenario as inferred does not stall: the fixes keep their estimates.
+    pub reproduced: bool,
+    /// The capture's own seconds per transaction (duration over the client's messages).
+    pub capture_transaction_time: Option<f64>,
+    pub variants: Vec<JsonVariant>,
+    /// The scenario file, for `tcpstall simulate`.
+    pub toml: String,
+}
+
+#[derive(Serialize)]
+pub struct JsonInferredValue {
+    pub value: serde_json::Value,
+    pub source: String,
+}
+
+#[derive(Serialize)]
+pub struct JsonVariant {
+    pub name: String,
+    pub transaction_time: f64,
+    pub speedup: f64,
+    pub stalled_share: f64,
 }
 
 #[derive(Serialize)]
@@ -323,6 +370,7 @@ fn connection(c: &ConnectionDiagnosis, origin: Nanos) -> JsonConnection {
             })
             .collect(),
         fixes: fixes(&c.fixes, duration),
+        inferred_scenario: c.inferred.as_ref().map(|i| inferred(c, i)),
         gaps_by_class: c
             .class_counts()
             .into_iter()
@@ -379,9 +427,54 @@ fn fixes(fixes: &[crate::diagnosis::Fix], duration: Nanos) -> Vec<JsonFix> {
             action: f.action.clone(),
             note: f.note.clone(),
             saves: secs(f.saves),
-            speedup: speedup(duration, f.saves),
+            speedup: match f.predicted {
+                Some(p) => (p.speedup * 10.0).round() / 10.0,
+                None => speedup(duration, f.saves),
+            },
+            estimate: f.predicted.is_none(),
+            predicted: f.predicted.map(|p| JsonPrediction {
+                time: secs(p.time),
+                speedup: p.speedup,
+                stalled_share: p.stalled_share,
+            }),
         })
         .collect()
+}
+
+fn inferred(c: &ConnectionDiagnosis, i: &crate::diagnosis::InferredScenario) -> JsonInferred {
+    JsonInferred {
+        holder_role: i.holder.name(),
+        values: i
+            .values
+            .iter()
+            .map(|v| {
+                (
+                    v.key.clone(),
+                    JsonInferredValue {
+                        value: v.value.clone(),
+                        source: v.source.clone(),
+                    },
+                )
+            })
+            .collect(),
+        transactions_simulated: i.transactions_simulated,
+        simulated_transaction_time: secs(i.simulated_transaction_time),
+        simulated_stalled_share: i.simulated_stalled_share,
+        reproduced: i.reproduced,
+        capture_transaction_time: (c.client_messages > 0)
+            .then(|| secs(c.duration() / Nanos::from(c.client_messages))),
+        variants: i
+            .variants
+            .iter()
+            .map(|(name, time, speedup, stalled)| JsonVariant {
+                name: name.clone(),
+                transaction_time: secs(*time),
+                speedup: *speedup,
+                stalled_share: *stalled,
+            })
+            .collect(),
+        toml: i.toml.clone(),
+    }
 }
 
 fn role_endpoint(c: &ConnectionDiagnosis, role: crate::diagnosis::Role) -> String {

@@ -18,6 +18,8 @@ pub struct TextOptions {
     pub all: bool,
     /// Show at most this many connections in detail, the most severe; `None`: all.
     pub top: Option<usize>,
+    /// Show the scenario inferred from each stalled connection and its simulation.
+    pub explain: bool,
 }
 
 pub fn render(analysis: &Analysis, options: TextOptions) -> String {
@@ -108,7 +110,8 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     let mut quiet = 0;
     let mut beyond_top = 0;
     let mut shown: Vec<&ConnectionDiagnosis> = Vec::new();
-    for c in &analysis.connections {
+    let mut numbers: Vec<usize> = Vec::new();
+    for (i, c) in analysis.connections.iter().enumerate() {
         if c.gap_count() == 0 && !options.all {
             quiet += 1;
             continue;
@@ -118,11 +121,15 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
             continue;
         }
         shown.push(c);
+        numbers.push(i + 1);
     }
     super::worst::render(&mut out, &shown);
-    for c in shown {
+    for (c, number) in shown.into_iter().zip(numbers) {
         out.push('\n');
         render_connection(&mut out, c, origin, options);
+        if options.explain {
+            render_inferred(&mut out, c, &input.source, number);
+        }
     }
     if beyond_top > 0 {
         // With --all, connections without gaps are among those shown, and beyond.
@@ -239,15 +246,23 @@ fn render_connection(
     if !c.fixes.is_empty() {
         let _ = writeln!(out, "  fixes, best first:");
         for (i, fix) in c.fixes.iter().enumerate() {
+            let how = match fix.predicted {
+                Some(p) if p.stalled_share > 0.0 => format!(
+                    "{:.1}x faster, simulated; {:.0}% of transactions still stall",
+                    p.speedup,
+                    100.0 * p.stalled_share
+                ),
+                Some(p) => format!("{:.1}x faster, simulated", p.speedup),
+                None => format!("{}x faster, estimate", speedup(duration, fix.saves)),
+            };
             let _ = writeln!(
                 out,
-                "    {}. {} {}: {}\n       saves {:.3} s ({}x faster); {}",
+                "    {}. {} {}: {}\n       saves {:.3} s ({how}); {}",
                 i + 1,
                 fix.role.name(),
                 fix.endpoint,
                 fix.action,
                 secs(fix.saves),
-                speedup(duration, fix.saves),
                 fix.note
             );
         }
@@ -269,6 +284,55 @@ fn render_connection(
             render_event(out, c, e, i + 1, origin);
         }
     }
+}
+
+/// `--explain`: the scenario inferred from the connection, and what its simulation gives
+/// with each fix.
+fn render_inferred(out: &mut String, c: &ConnectionDiagnosis, source: &str, number: usize) {
+    let Some(inferred) = &c.inferred else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "  scenario inferred from the {} -> {} stalls (tcpstall simulate --from-capture {source} --connection {number}):",
+        inferred.holder.name(),
+        match inferred.holder {
+            Role::Client => "server",
+            Role::Server => "client",
+        }
+    );
+    for v in &inferred.values {
+        let _ = writeln!(out, "    {} = {}: {}", v.key, v.value, v.source);
+    }
+    let per_transaction = if c.client_messages > 0 {
+        c.duration() / Nanos::from(c.client_messages)
+    } else {
+        0
+    };
+    let _ = writeln!(
+        out,
+        "  simulated, {} transactions ({} a transaction in the capture):",
+        inferred.transactions_simulated,
+        ms_text(per_transaction)
+    );
+    if !inferred.reproduced {
+        let _ = writeln!(
+            out,
+            "    the scenario as inferred does not stall: the fixes keep their estimates"
+        );
+    }
+    for (name, time, speedup, stalled) in &inferred.variants {
+        let _ = writeln!(
+            out,
+            "    {name:<40} {:>11} a transaction, {:>3.0}% stalled, {speedup:.1}x",
+            ms_text(*time),
+            100.0 * stalled
+        );
+    }
+}
+
+fn ms_text(n: Nanos) -> String {
+    format!("{:.3} ms", millis(n))
 }
 
 fn render_event(
