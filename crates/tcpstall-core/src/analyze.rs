@@ -518,25 +518,22 @@ struct Intake<'a> {
     batch: Batch,
     batches: mpsc::SyncSender<Batch>,
     recycled: mpsc::Receiver<Batch>,
-    filter: &'a Filter,
+    /// The filter, none when it lets every segment through (decided once, not per packet).
+    filter: Option<&'a Filter>,
     /// Where each packet is decoded, in place.
     segment: Segment,
+    /// The earliest and latest packet times so far ([`Nanos::MAX`] and [`Nanos::MIN`]
+    /// before the first packet); the summary is given them at the end.
+    first_time: Nanos,
+    last_time: Nanos,
 }
 
 impl Intake<'_> {
     #[inline]
     fn packet(&mut self, packet: &Packet<'_>) {
+        self.first_time = self.first_time.min(packet.time);
+        self.last_time = self.last_time.max(packet.time);
         let summary = &mut *self.summary;
-        summary.first_time = Some(
-            summary
-                .first_time
-                .map_or(packet.time, |t| t.min(packet.time)),
-        );
-        summary.last_time = Some(
-            summary
-                .last_time
-                .map_or(packet.time, |t| t.max(packet.time)),
-        );
         let segment = &mut self.segment;
         match self.decoder.decode(packet, segment) {
             Decoded::Segment => {}
@@ -544,7 +541,7 @@ impl Intake<'_> {
             Decoded::Held => return,
         }
         summary.tcp_segments += 1;
-        if !self.filter.matches(segment) {
+        if self.filter.is_some_and(|filter| !filter.matches(segment)) {
             summary.filtered_out += 1;
         } else if bucket_of(segment, BUCKETS) < READER_BUCKETS {
             self.local.observe(segment, packet.number);
@@ -586,8 +583,10 @@ fn pipeline(
             batch: Vec::with_capacity(BATCH_SEGMENTS),
             batches,
             recycled,
-            filter: &options.filter,
+            filter: (!options.filter.is_empty()).then_some(&options.filter),
             segment: crate::capture::fast::BLANK_SEGMENT,
+            first_time: Nanos::MAX,
+            last_time: Nanos::MIN,
         };
         let read = read(&mut intake);
         let Intake {
@@ -595,8 +594,14 @@ fn pipeline(
             local,
             batch,
             batches,
+            first_time,
+            last_time,
             ..
         } = intake;
+        if first_time <= last_time {
+            summary.first_time = Some(first_time);
+            summary.last_time = Some(last_time);
+        }
         if !batch.is_empty() {
             let _ = batches.send(batch);
         }
