@@ -241,7 +241,12 @@ impl Collector {
 
     /// Takes in what another collector gathered.
     fn merge(&mut self, other: Collector) {
-        self.diagnoses.extend(other.diagnoses);
+        if self.diagnoses.is_empty() {
+            // Taken over rather than moved one by one.
+            self.diagnoses = other.diagnoses;
+        } else {
+            self.diagnoses.extend(other.diagnoses);
+        }
         self.listed_gaps += other.listed_gaps;
         self.unlisted.merge(&other.unlisted);
         self.duplicates += other.duplicates;
@@ -627,7 +632,9 @@ fn pipeline(
         return Err(AnalyzeError::NoTcp(describe_no_tcp(&summary)));
     }
     let mut collector = Collector::new(BUCKETS);
-    for finished in [local, remote] {
+    // The tracking thread's, the larger, first: its diagnoses are taken over whole. The
+    // order makes no difference to the report (the diagnoses are sorted in a total order).
+    for finished in [remote, local] {
         summary.late_segments += finished.late_segments;
         summary.connections_ended_idle += finished.ended_idle;
         collector.merge(finished.collector);
