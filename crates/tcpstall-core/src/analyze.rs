@@ -1,5 +1,6 @@
 //! The pipeline of `tcpstall analyze`: capture → segments → flows → diagnoses.
 
+use std::cmp::Reverse;
 use std::io::Read;
 use std::net::IpAddr;
 use std::sync::mpsc;
@@ -173,11 +174,19 @@ impl UnlistedTotals {
 /// Most severe first: time lost to stalls, then gaps, then the earliest; a total order,
 /// so the report does not depend on which tracking thread saw which connection.
 fn severity_order(a: &ConnectionDiagnosis, b: &ConnectionDiagnosis) -> std::cmp::Ordering {
-    b.time_lost
-        .cmp(&a.time_lost)
-        .then_with(|| b.gap_count().cmp(&a.gap_count()))
-        .then_with(|| a.first_time.cmp(&b.first_time))
-        .then_with(|| a.first_packet.cmp(&b.first_packet))
+    severity_key(a).cmp(&severity_key(b))
+}
+
+/// What [`severity_order`] compares, in order.
+type SeverityKey = (Reverse<Nanos>, Reverse<usize>, Nanos, u64);
+
+fn severity_key(d: &ConnectionDiagnosis) -> SeverityKey {
+    (
+        Reverse(d.time_lost),
+        Reverse(d.gap_count()),
+        d.first_time,
+        d.first_packet,
+    )
 }
 
 /// Gaps listed one by one over all listed connections (232 bytes each); beyond this the
@@ -640,14 +649,21 @@ fn pipeline(
         collector.merge(finished.collector);
     }
     summary.duplicates = collector.duplicates;
-    // Sorting indices, then moving each diagnosis once, spares moving the large values
-    // through the sort.
+    // Sorting keys with indices, then moving each diagnosis once, spares moving the
+    // large values through the sort; each key is taken once. The order is total (no two
+    // connections begin with the same packet), so an unstable sort gives it.
     let diagnoses = collector.diagnoses;
-    let mut order: Vec<usize> = (0..diagnoses.len()).collect();
-    order.sort_by(|&a, &b| severity_order(&diagnoses[a], &diagnoses[b]));
+    let mut order: Vec<(SeverityKey, usize)> = diagnoses
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (severity_key(d), i))
+        .collect();
+    order.sort_unstable();
     let mut slots: Vec<Option<ConnectionDiagnosis>> = diagnoses.into_iter().map(Some).collect();
-    let diagnoses: Vec<ConnectionDiagnosis> =
-        order.into_iter().filter_map(|i| slots[i].take()).collect();
+    let diagnoses: Vec<ConnectionDiagnosis> = order
+        .into_iter()
+        .filter_map(|(_, i)| slots[i].take())
+        .collect();
     Ok(Analysis {
         input: summary,
         connections: diagnoses,
