@@ -1,5 +1,6 @@
 //! The pipeline of `tcpstall analyze`: capture → segments → flows → diagnoses.
 
+use std::cmp::Reverse;
 use std::io::Read;
 use std::net::IpAddr;
 use std::sync::mpsc;
@@ -173,11 +174,19 @@ impl UnlistedTotals {
 /// Most severe first: time lost to stalls, then gaps, then the earliest; a total order,
 /// so the report does not depend on which tracking thread saw which connection.
 fn severity_order(a: &ConnectionDiagnosis, b: &ConnectionDiagnosis) -> std::cmp::Ordering {
-    b.time_lost
-        .cmp(&a.time_lost)
-        .then_with(|| b.gap_count().cmp(&a.gap_count()))
-        .then_with(|| a.first_time.cmp(&b.first_time))
-        .then_with(|| a.first_packet.cmp(&b.first_packet))
+    severity_key(a).cmp(&severity_key(b))
+}
+
+/// What [`severity_order`] compares, in order.
+type SeverityKey = (Reverse<Nanos>, Reverse<usize>, Nanos, u64);
+
+fn severity_key(d: &ConnectionDiagnosis) -> SeverityKey {
+    (
+        Reverse(d.time_lost),
+        Reverse(d.gap_count()),
+        d.first_time,
+        d.first_packet,
+    )
 }
 
 /// Gaps listed one by one over all listed connections (232 bytes each); beyond this the
@@ -241,7 +250,12 @@ impl Collector {
 
     /// Takes in what another collector gathered.
     fn merge(&mut self, other: Collector) {
-        self.diagnoses.extend(other.diagnoses);
+        if self.diagnoses.is_empty() {
+            // Taken over rather than moved one by one.
+            self.diagnoses = other.diagnoses;
+        } else {
+            self.diagnoses.extend(other.diagnoses);
+        }
         self.listed_gaps += other.listed_gaps;
         self.unlisted.merge(&other.unlisted);
         self.duplicates += other.duplicates;
@@ -518,25 +532,22 @@ struct Intake<'a> {
     batch: Batch,
     batches: mpsc::SyncSender<Batch>,
     recycled: mpsc::Receiver<Batch>,
-    filter: &'a Filter,
+    /// The filter, none when it lets every segment through (decided once, not per packet).
+    filter: Option<&'a Filter>,
     /// Where each packet is decoded, in place.
     segment: Segment,
+    /// The earliest and latest packet times so far ([`Nanos::MAX`] and [`Nanos::MIN`]
+    /// before the first packet); the summary is given them at the end.
+    first_time: Nanos,
+    last_time: Nanos,
 }
 
 impl Intake<'_> {
     #[inline]
     fn packet(&mut self, packet: &Packet<'_>) {
+        self.first_time = self.first_time.min(packet.time);
+        self.last_time = self.last_time.max(packet.time);
         let summary = &mut *self.summary;
-        summary.first_time = Some(
-            summary
-                .first_time
-                .map_or(packet.time, |t| t.min(packet.time)),
-        );
-        summary.last_time = Some(
-            summary
-                .last_time
-                .map_or(packet.time, |t| t.max(packet.time)),
-        );
         let segment = &mut self.segment;
         match self.decoder.decode(packet, segment) {
             Decoded::Segment => {}
@@ -544,7 +555,7 @@ impl Intake<'_> {
             Decoded::Held => return,
         }
         summary.tcp_segments += 1;
-        if !self.filter.matches(segment) {
+        if self.filter.is_some_and(|filter| !filter.matches(segment)) {
             summary.filtered_out += 1;
         } else if bucket_of(segment, BUCKETS) < READER_BUCKETS {
             self.local.observe(segment, packet.number);
@@ -586,8 +597,10 @@ fn pipeline(
             batch: Vec::with_capacity(BATCH_SEGMENTS),
             batches,
             recycled,
-            filter: &options.filter,
+            filter: (!options.filter.is_empty()).then_some(&options.filter),
             segment: crate::capture::fast::BLANK_SEGMENT,
+            first_time: Nanos::MAX,
+            last_time: Nanos::MIN,
         };
         let read = read(&mut intake);
         let Intake {
@@ -595,8 +608,14 @@ fn pipeline(
             local,
             batch,
             batches,
+            first_time,
+            last_time,
             ..
         } = intake;
+        if first_time <= last_time {
+            summary.first_time = Some(first_time);
+            summary.last_time = Some(last_time);
+        }
         if !batch.is_empty() {
             let _ = batches.send(batch);
         }
@@ -622,20 +641,29 @@ fn pipeline(
         return Err(AnalyzeError::NoTcp(describe_no_tcp(&summary)));
     }
     let mut collector = Collector::new(BUCKETS);
-    for finished in [local, remote] {
+    // The tracking thread's, the larger, first: its diagnoses are taken over whole. The
+    // order makes no difference to the report (the diagnoses are sorted in a total order).
+    for finished in [remote, local] {
         summary.late_segments += finished.late_segments;
         summary.connections_ended_idle += finished.ended_idle;
         collector.merge(finished.collector);
     }
     summary.duplicates = collector.duplicates;
-    // Sorting indices, then moving each diagnosis once, spares moving the large values
-    // through the sort.
+    // Sorting keys with indices, then moving each diagnosis once, spares moving the
+    // large values through the sort; each key is taken once. The order is total (no two
+    // connections begin with the same packet), so an unstable sort gives it.
     let diagnoses = collector.diagnoses;
-    let mut order: Vec<usize> = (0..diagnoses.len()).collect();
-    order.sort_by(|&a, &b| severity_order(&diagnoses[a], &diagnoses[b]));
+    let mut order: Vec<(SeverityKey, usize)> = diagnoses
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (severity_key(d), i))
+        .collect();
+    order.sort_unstable();
     let mut slots: Vec<Option<ConnectionDiagnosis>> = diagnoses.into_iter().map(Some).collect();
-    let diagnoses: Vec<ConnectionDiagnosis> =
-        order.into_iter().filter_map(|i| slots[i].take()).collect();
+    let diagnoses: Vec<ConnectionDiagnosis> = order
+        .into_iter()
+        .filter_map(|(_, i)| slots[i].take())
+        .collect();
     Ok(Analysis {
         input: summary,
         connections: diagnoses,

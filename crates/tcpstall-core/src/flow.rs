@@ -119,22 +119,24 @@ pub struct Direction {
     zero_window_since: (Nanos, u64),
 }
 
-/// A [`PeerSegment`] in one cache line instead of two: written for every segment, read
-/// only when a gap in the other side's data ends. Earlier times are kept as ages in
-/// microseconds, windows and byte counts in 32 bits (a scaled window is at most 1 GiB).
+/// The last segment a side sent, as a gap in the other side's data will see it
+/// ([`Direction::last_segment`]). Written for every segment, read only when such a gap
+/// ends: its fields are kept as they come, and turned into a [`PeerSegment`] only then.
+/// Windows and byte counts take 32 bits (a scaled window is at most 1 GiB); the window
+/// after it is its side's current one, which only its side's next segment changes. In
+/// one cache line.
 #[derive(Clone, Copy, Debug, Default)]
 struct LastSegment {
     packet: u64,
     time: Nanos,
+    /// When this side's previous segment, and the newest data it acknowledged, were
+    /// seen ([`LastSegment::NO_TIME`]: none).
+    previous_time: Nanos,
+    acked_data_time: Nanos,
     snd_una_before: u64,
     outstanding_before: u32,
     newly_acked: u32,
-    /// Microseconds since this side's previous segment, and since the newest data it
-    /// acknowledged was seen (`u32::MAX`: none).
-    previous_age: u32,
-    acked_data_age: u32,
     window_before: u32,
-    window_after: u32,
     acked_data_len: u32,
     tsval: u32,
     flags: u8,
@@ -150,68 +152,91 @@ impl LastSegment {
     const TSVAL_IS_NEW: u8 = 64;
     const SMALL_AFTER: u8 = 128;
     const NONE: u32 = u32::MAX;
+    const NO_TIME: Nanos = Nanos::MIN;
 
-    fn new(segment: &PeerSegment) -> LastSegment {
+    /// A value in 32 bits, [`LastSegment::NONE`] kept for none.
+    fn small(value: u64) -> u32 {
+        value.min(u64::from(Self::NONE - 1)) as u32
+    }
+
+    /// Segment `packet`, seen at `time`: what its ACK field did (`acked`), its TSval, and
+    /// the window its side advertised before it.
+    fn new(
+        packet: u64,
+        time: Nanos,
+        previous_time: Option<Nanos>,
+        acked: &AckOutcome,
+        tsval: Option<u32>,
+        tsval_is_new: bool,
+        window_before: Option<u64>,
+    ) -> LastSegment {
         let flag = |on: bool, bit: u8| if on { bit } else { 0 };
-        let age = |earlier: Option<Nanos>| {
-            earlier.map_or(Self::NONE, |e| {
-                ((segment.time - e).max(0) / 1_000).min(i64::from(Self::NONE - 1)) as u32
-            })
-        };
-        let small = |value: u64| value.min(u64::from(Self::NONE - 1)) as u32;
         LastSegment {
-            packet: segment.packet,
-            time: segment.time,
-            snd_una_before: segment.snd_una_before,
-            outstanding_before: small(segment.outstanding_before),
-            newly_acked: small(segment.newly_acked),
-            previous_age: age(segment.previous_time),
-            acked_data_age: age(segment.acked_data_time),
-            window_before: segment.window_before.map_or(Self::NONE, small),
-            window_after: segment.window_after.map_or(Self::NONE, small),
-            acked_data_len: segment.acked_data_len,
-            tsval: segment.tsval.unwrap_or(0),
+            packet,
+            time,
+            previous_time: previous_time.unwrap_or(Self::NO_TIME),
+            acked_data_time: acked.newest_time.unwrap_or(Self::NO_TIME),
+            snd_una_before: acked.snd_una_before,
+            outstanding_before: Self::small(acked.outstanding_before),
+            newly_acked: Self::small(acked.newly_acked),
+            window_before: window_before.map_or(Self::NONE, Self::small),
+            acked_data_len: acked.newest_len,
+            tsval: tsval.unwrap_or(0),
             flags: Self::SEEN
-                | flag(segment.ack_advanced, Self::ACK_ADVANCED)
-                | flag(segment.outstanding_small_segment, Self::OUTSTANDING_SMALL)
-                | flag(segment.acked_data_small, Self::ACKED_DATA_SMALL)
-                | flag(
-                    segment.acked_data_began_message,
-                    Self::ACKED_DATA_BEGAN_MESSAGE,
-                )
-                | flag(segment.tsval.is_some(), Self::HAS_TSVAL)
-                | flag(segment.tsval_is_new, Self::TSVAL_IS_NEW)
-                | flag(segment.small_outstanding_after, Self::SMALL_AFTER),
+                | flag(acked.advanced, Self::ACK_ADVANCED)
+                | flag(acked.outstanding_small, Self::OUTSTANDING_SMALL)
+                | flag(acked.newest_small, Self::ACKED_DATA_SMALL)
+                | flag(acked.newest_began_message, Self::ACKED_DATA_BEGAN_MESSAGE)
+                | flag(tsval.is_some(), Self::HAS_TSVAL)
+                | flag(tsval_is_new, Self::TSVAL_IS_NEW)
+                | flag(acked.small_after, Self::SMALL_AFTER),
         }
     }
 
-    fn get(&self) -> Option<PeerSegment> {
-        let has = |bit: u8| self.flags & bit != 0;
+    fn has(&self, bit: u8) -> bool {
+        self.flags & bit != 0
+    }
+
+    /// An earlier time as gaps judge it: a whole number of microseconds before this
+    /// segment (rounded towards it, at most `u32::MAX - 1`), and never after it.
+    fn earlier(&self, earlier: Nanos) -> Option<Nanos> {
+        (earlier != Self::NO_TIME).then(|| {
+            let age = ((self.time - earlier).max(0) / 1_000).min(i64::from(Self::NONE - 1));
+            self.time - age * 1_000
+        })
+    }
+
+    /// The segment, given the window its side advertises now (the one after it).
+    fn get(&self, window_after: Option<u64>) -> Option<PeerSegment> {
         let value = |v: u32| (v != Self::NONE).then_some(u64::from(v));
-        let before = |age: u32| (age != Self::NONE).then(|| self.time - i64::from(age) * 1_000);
-        has(Self::SEEN).then(|| PeerSegment {
+        self.has(Self::SEEN).then(|| PeerSegment {
             packet: self.packet,
             time: self.time,
-            previous_time: before(self.previous_age),
-            ack_advanced: has(Self::ACK_ADVANCED),
+            previous_time: self.earlier(self.previous_time),
+            ack_advanced: self.has(Self::ACK_ADVANCED),
             snd_una_before: self.snd_una_before,
             outstanding_before: u64::from(self.outstanding_before),
             newly_acked: u64::from(self.newly_acked),
             acked_data_len: self.acked_data_len,
-            outstanding_small_segment: has(Self::OUTSTANDING_SMALL),
-            small_outstanding_after: has(Self::SMALL_AFTER),
-            acked_data_time: before(self.acked_data_age),
-            acked_data_small: has(Self::ACKED_DATA_SMALL),
-            acked_data_began_message: has(Self::ACKED_DATA_BEGAN_MESSAGE),
-            tsval: has(Self::HAS_TSVAL).then_some(self.tsval),
-            tsval_is_new: has(Self::TSVAL_IS_NEW),
+            outstanding_small_segment: self.has(Self::OUTSTANDING_SMALL),
+            small_outstanding_after: self.has(Self::SMALL_AFTER),
+            acked_data_time: self.earlier(self.acked_data_time),
+            acked_data_small: self.has(Self::ACKED_DATA_SMALL),
+            acked_data_began_message: self.has(Self::ACKED_DATA_BEGAN_MESSAGE),
+            tsval: self.has(Self::HAS_TSVAL).then_some(self.tsval),
+            tsval_is_new: self.has(Self::TSVAL_IS_NEW),
             window_before: value(self.window_before),
-            window_after: value(self.window_after),
+            window_after: window_after.map(|w| u64::from(Self::small(w))),
         })
     }
 }
 
 impl Direction {
+    /// The last segment this side sent, as a gap in the other side's data sees it.
+    fn last_segment(&self) -> Option<PeerSegment> {
+        self.last.get(self.window)
+    }
+
     /// Places a 32-bit sequence number near `reference` in the 64-bit space (RFC 9293
     /// sequence arithmetic: numbers within 2^31 of each other compare correctly).
     fn unwrap(reference: u64, relative: u32) -> u64 {
@@ -473,32 +498,19 @@ impl Connection {
 
         let tsval = segment.options.timestamps.map(|(val, _)| val);
         let tsval_is_new = tsval.is_some_and(|val| self.dirs[x].timestamps.observe(t, val));
-        // This side's previous segment: its own ACK of the other side's data, if the gap
-        // this segment may end had one.
-        let previous_own = if carries_data {
-            self.dirs[x].last.get()
-        } else {
-            None
-        };
-        self.dirs[x].last = LastSegment::new(&PeerSegment {
+        // This side's previous segment: when it acknowledged new data of the other side,
+        // if it did (the gap this segment may end may have been waiting for it).
+        let own = &self.dirs[x].last;
+        let previous_own_ack = own.has(LastSegment::ACK_ADVANCED).then_some(own.time);
+        self.dirs[x].last = LastSegment::new(
             packet,
-            time: t,
+            t,
             previous_time,
-            ack_advanced: acked.advanced,
-            snd_una_before: acked.snd_una_before,
-            outstanding_before: acked.outstanding_before,
-            newly_acked: acked.newly_acked,
-            outstanding_small_segment: acked.outstanding_small,
-            small_outstanding_after: acked.small_after,
-            acked_data_time: acked.newest_time,
-            acked_data_small: acked.newest_small,
-            acked_data_len: acked.newest_len,
-            acked_data_began_message: acked.newest_began_message,
+            &acked,
             tsval,
             tsval_is_new,
             window_before,
-            window_after: self.dirs[x].window,
-        });
+        );
         if let Some((_, sender, _, _)) = self.open_release
             && sender == y
         {
@@ -512,7 +524,7 @@ impl Connection {
                 x,
                 (seq_start, seq_end),
                 is_retransmission,
-                previous_own,
+                previous_own_ack,
                 config,
             );
         }
@@ -649,7 +661,7 @@ impl Connection {
         x: usize,
         (seq_start, seq_end): (u64, u64),
         is_retransmission: bool,
-        previous_own: Option<PeerSegment>,
+        previous_own_ack: Option<Nanos>,
         config: &DetectConfig,
     ) {
         let y = 1 - x;
@@ -663,8 +675,7 @@ impl Connection {
             && t - gap_start >= config.min_gap
         {
             let last_from_peer = self.dirs[y]
-                .last
-                .get()
+                .last_segment()
                 .filter(|p| p.time > gap_start && p.time <= t);
             // The round trip of the peer's last prompt ACK, if it covered the same
             // flight of data as the candidate release.
@@ -674,9 +685,7 @@ impl Connection {
             let peer_acks_every_segment = last_from_peer
                 .as_ref()
                 .is_some_and(|ack| self.dirs[y].acks.acks_every_segment(ack));
-            let sender_acked_peer_at = previous_own
-                .filter(|own| own.time > gap_start && own.ack_advanced)
-                .map(|own| own.time);
+            let sender_acked_peer_at = previous_own_ack.filter(|&time| time > gap_start);
             let ctx = GapContext {
                 gap_start,
                 gap_end: t,
@@ -894,7 +903,7 @@ impl Connection {
                 continue;
             }
             let (since, packet) = self.dirs[receiver].zero_window_since;
-            let Some(last) = self.dirs[holder].last.get() else {
+            let Some(last) = self.dirs[holder].last_segment() else {
                 continue;
             };
             if last.time - since < config.min_gap {
@@ -1350,7 +1359,7 @@ mod tests {
 
     #[test]
     fn the_last_segment_gives_back_what_it_was_given() {
-        assert!(LastSegment::default().get().is_none());
+        assert!(LastSegment::default().get(None).is_none());
         let time = 1_767_225_600_123_456_789;
         // Earlier times a whole number of microseconds before, byte counts and windows
         // within 32 bits: what the compact form keeps exactly.
@@ -1393,9 +1402,47 @@ mod tests {
             window_after: None,
         };
         for segment in [full, empty] {
-            let back = LastSegment::new(&segment).get();
+            let acked = AckOutcome {
+                advanced: segment.ack_advanced,
+                snd_una_before: segment.snd_una_before,
+                outstanding_before: segment.outstanding_before,
+                newly_acked: segment.newly_acked,
+                outstanding_small: segment.outstanding_small_segment,
+                small_after: segment.small_outstanding_after,
+                newest_len: segment.acked_data_len,
+                round_trip: None,
+                newest_time: segment.acked_data_time,
+                newest_small: segment.acked_data_small,
+                newest_began_message: segment.acked_data_began_message,
+            };
+            let last = LastSegment::new(
+                segment.packet,
+                segment.time,
+                segment.previous_time,
+                &acked,
+                segment.tsval,
+                segment.tsval_is_new,
+                segment.window_before,
+            );
+            let back = last.get(segment.window_after);
             assert_eq!(format!("{back:?}"), format!("{:?}", Some(segment)));
         }
+    }
+
+    #[test]
+    fn the_last_segment_takes_one_cache_line() {
+        assert!(std::mem::size_of::<LastSegment>() <= 64);
+    }
+
+    #[test]
+    fn earlier_times_are_whole_microseconds_before_and_never_after() {
+        let last = LastSegment {
+            time: 10_000_000,
+            ..LastSegment::default()
+        };
+        assert_eq!(last.earlier(9_998_999), Some(9_999_000));
+        assert_eq!(last.earlier(10_000_500), Some(10_000_000));
+        assert_eq!(last.earlier(LastSegment::NO_TIME), None);
     }
 
     #[test]
