@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use tcpstall_core::analyze::Analysis;
 use tcpstall_core::detect::{Pattern, StallEvent};
 use tcpstall_core::diagnosis::{ConnectionDiagnosis, Role};
+use tcpstall_core::report::text;
 use tcpstall_core::segment::{Nanos, secs};
 
 use crate::graphs::{self, Histogram, SeqGraph, ViewKind, stall_anchor};
@@ -141,15 +142,6 @@ fn pattern_text(p: Pattern) -> String {
     }
 }
 
-fn speedup(duration: Nanos, saves: Nanos) -> String {
-    let after = duration - saves;
-    if after <= 0 {
-        "much faster".into()
-    } else {
-        format!("{:.1}x faster", duration as f64 / after as f64)
-    }
-}
-
 fn facts(c: &ConnectionDiagnosis, out: &mut String) {
     out.push_str(r#"<dl class="facts">"#);
     let _ = write!(
@@ -215,7 +207,7 @@ fn facts(c: &ConnectionDiagnosis, out: &mut String) {
                 f.endpoint,
                 escape(&f.action),
                 secs(f.saves),
-                speedup(c.duration(), f.saves),
+                text::fix_gain(f, c.duration()),
                 escape(&f.note)
             );
         }

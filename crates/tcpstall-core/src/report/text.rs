@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::analyze::Analysis;
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
-use crate::diagnosis::{ConnectionDiagnosis, DirectionDiagnosis, Role};
+use crate::diagnosis::{ConnectionDiagnosis, DirectionDiagnosis, Fix, Role};
 use crate::report::json::speedup;
 use crate::segment::{Nanos, millis, secs};
 
@@ -246,15 +246,7 @@ fn render_connection(
     if !c.fixes.is_empty() {
         let _ = writeln!(out, "  fixes, best first:");
         for (i, fix) in c.fixes.iter().enumerate() {
-            let how = match fix.predicted {
-                Some(p) if p.stalled_share > 0.0 => format!(
-                    "{:.1}x faster, simulated; {:.0}% of transactions still stall",
-                    p.speedup,
-                    100.0 * p.stalled_share
-                ),
-                Some(p) => format!("{:.1}x faster, simulated", p.speedup),
-                None => format!("{}x faster, estimate", speedup(duration, fix.saves)),
-            };
+            let how = fix_gain(fix, duration);
             let _ = writeln!(
                 out,
                 "    {}. {} {}: {}\n       saves {:.3} s ({how}); {}",
@@ -288,6 +280,20 @@ fn render_connection(
 
 /// `--explain`: the scenario inferred from the connection, and what its simulation gives
 /// with each fix.
+/// A fix's gain as a reader sees it: simulated on the connection's inferred scenario,
+/// with the share still stalling, or an estimate from the time lost.
+pub fn fix_gain(fix: &Fix, duration: Nanos) -> String {
+    match fix.predicted {
+        Some(p) if p.stalled_share > 0.0 => format!(
+            "{:.1}x faster, simulated; {:.0}% of transactions still stall",
+            p.speedup,
+            100.0 * p.stalled_share
+        ),
+        Some(p) => format!("{:.1}x faster, simulated", p.speedup),
+        None => format!("{}x faster, estimate", speedup(duration, fix.saves)),
+    }
+}
+
 fn render_inferred(out: &mut String, c: &ConnectionDiagnosis, source: &str, number: usize) {
     let Some(inferred) = &c.inferred else {
         return;
