@@ -57,14 +57,7 @@ pub fn latency_strips(title: &str, rows: &[ComparisonRow], slow_from: Option<f64
     let width = 900.0;
     let top = 52.0;
     let height = top + strip * rows.len().max(1) as f64 + 56.0;
-    let mut svg = Svg::new(width, height, title);
-    svg.text(
-        10.0,
-        18.0,
-        "start",
-        r##"font-size="13" font-weight="bold" fill="#111111""##,
-        title,
-    );
+    let mut svg = Svg::titled(width, height, title);
     let slow_label = slow_from.map_or("all latencies".to_string(), |s| {
         format!("at least {}", scale::duration(s))
     });

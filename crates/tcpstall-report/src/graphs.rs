@@ -195,14 +195,7 @@ fn level_at(view: &View, t: Nanos) -> Option<i64> {
 pub fn time_sequence(g: &SeqGraph<'_>) -> String {
     let c = g.connection;
     let view = g.view;
-    let mut svg = Svg::new(g.width, g.height, &g.title);
-    svg.text(
-        10.0,
-        18.0,
-        "start",
-        r##"font-size="13" font-weight="bold" fill="#111111""##,
-        &g.title,
-    );
+    let mut svg = Svg::titled(g.width, g.height, &g.title);
 
     let classes_shown: Vec<StallClass> = StallClass::ALL
         .into_iter()
@@ -523,14 +516,7 @@ pub struct Histogram<'a> {
 }
 
 pub fn log_histogram(h: &Histogram<'_>) -> String {
-    let mut svg = Svg::new(h.width, h.height, &h.title);
-    svg.text(
-        10.0,
-        18.0,
-        "start",
-        r##"font-size="13" font-weight="bold" fill="#111111""##,
-        &h.title,
-    );
+    let mut svg = Svg::titled(h.width, h.height, &h.title);
     let entries = vec![
         (box_swatch(PLAIN_COLOR, 0.9), h.plain_label.clone()),
         (box_swatch(STALL_COLOR, 0.9), h.stalled_label.clone()),

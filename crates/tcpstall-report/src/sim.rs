@@ -22,14 +22,7 @@ const MAX_ROWS: usize = 2000;
 pub fn sweep_svg(parameter: &str, points: &[SweepPoint]) -> String {
     let (width, height) = (960.0, 420.0);
     let title = format!("throughput against {parameter}");
-    let mut svg = Svg::new(width, height, &title);
-    svg.text(
-        10.0,
-        18.0,
-        "start",
-        r##"font-size="13" font-weight="bold" fill="#111111""##,
-        &title,
-    );
+    let mut svg = Svg::titled(width, height, &title);
     svg.rect(10.0, 30.0, 16.0, 9.0, &format!(r#"fill="{PLAIN_COLOR}""#));
     svg.text(
         30.0,

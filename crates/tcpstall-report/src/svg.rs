@@ -71,6 +71,19 @@ impl Svg {
         Svg { out, width, height }
     }
 
+    /// A picture with its title drawn in the top left corner, as every graph has.
+    pub fn titled(width: f64, height: f64, title: &str) -> Svg {
+        let mut svg = Svg::new(width, height, title);
+        svg.text(
+            10.0,
+            18.0,
+            "start",
+            r##"font-size="13" font-weight="bold" fill="#111111""##,
+            title,
+        );
+        svg
+    }
+
     /// Appends raw markup (already escaped).
     pub fn raw(&mut self, markup: &str) {
         self.out.push_str(markup);

@@ -54,14 +54,7 @@ fn held_label(e: &StallEvent, sender: &str) -> String {
 /// The stall of `z.event_index` as an SVG document.
 pub fn stall_zoom(z: &StallZoom<'_>) -> String {
     let c = z.connection;
-    let mut svg = Svg::new(z.width, z.height, &z.title);
-    svg.text(
-        10.0,
-        18.0,
-        "start",
-        r##"font-size="13" font-weight="bold" fill="#111111""##,
-        &z.title,
-    );
+    let mut svg = Svg::titled(z.width, z.height, &z.title);
     let Some(e) = c.events.get(z.event_index) else {
         return svg.finish();
     };
