@@ -13,6 +13,7 @@ use tcpstall_core::detect::{Pattern, StallClass};
 use tcpstall_core::diagnosis::{
     ConnectionDiagnosis, FixKind, InferredScenario, InferredValue, Role, TimerGuess,
 };
+use tcpstall_core::flow::MssSource;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 
 use crate::profile::{self, NagleMode};
@@ -257,33 +258,27 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
     let announce = |sent: u32| (sent + option_bytes).clamp(88, 65_495);
     file.server.mss = Some(announce(d.client_mss.0));
     file.client.mss = Some(announce(d.server_mss.0));
-    note(
-        "server.mss",
-        json!(file.server.mss),
+    let sends = |who: &str, mss: &(u32, MssSource)| {
         format!(
-            "the client sends {}-byte segments ({}){}",
-            d.client_mss.0,
-            d.client_mss.1.name(),
+            "the {who} sends {}-byte segments ({}){}",
+            mss.0,
+            mss.1.name(),
             if option_bytes > 0 {
                 ", plus 12 bytes of timestamps"
             } else {
                 ""
             }
-        ),
+        )
+    };
+    note(
+        "server.mss",
+        json!(file.server.mss),
+        sends("client", &d.client_mss),
     );
     note(
         "client.mss",
         json!(file.client.mss),
-        format!(
-            "the server sends {}-byte segments ({}){}",
-            d.server_mss.0,
-            d.server_mss.1.name(),
-            if option_bytes > 0 {
-                ", plus 12 bytes of timestamps"
-            } else {
-                ""
-            }
-        ),
+        sends("server", &d.server_mss),
     );
 
     // The messages: bytes over messages each way; the holder's split where Nagle held
