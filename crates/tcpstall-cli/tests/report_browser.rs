@@ -60,18 +60,25 @@ fn keep_screenshot(shot: &Path, page: &Path) {
     }
 }
 
+/// The browser to test with, or `None` after saying why the test is skipped.
 fn chromium() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("TCPSTALL_CHROMIUM") {
         return Some(PathBuf::from(path));
     }
-    [
+    let found = [
         "/usr/bin/chromium",
         "/usr/bin/chromium-browser",
         "/usr/bin/google-chrome",
     ]
     .iter()
     .map(PathBuf::from)
-    .find(|p| p.exists())
+    .find(|p| p.exists());
+    if found.is_none() {
+        eprintln!(
+            "skipped: no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)"
+        );
+    }
+    found
 }
 
 /// Runs a command, killing it after `limit`. Its output is read while it runs, so a
@@ -217,26 +224,12 @@ fn check_in_browser(chromium: &Path, dir: &Path, page: &Path, expected_markers: 
 #[test]
 fn analyze_html_report_renders_with_nine_stall_markers() {
     let Some(chromium) = chromium() else {
-        eprintln!(
-            "skipped: no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)"
-        );
         return;
     };
     let root = workspace_root();
     let dir = test_dir("report-browser");
     let page = dir.join("report.html");
-    let out = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
-        .current_dir(&root)
-        .args(["analyze", "--html"])
-        .arg(&page)
-        .arg("captures/seed002-two-writes.pcap")
-        .output()
-        .expect("run tcpstall");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    analyze_html(&root, Path::new("captures/seed002-two-writes.pcap"), &page);
     let dom = check_in_browser(&chromium, &dir, &page, 9);
     assert!(dom.contains("write each request in one call"));
     // The representative stall's packet listing is open: data, the delayed ACK, data.
@@ -246,7 +239,6 @@ fn analyze_html_report_renders_with_nine_stall_markers() {
 #[test]
 fn simulate_sweep_page_renders() {
     let Some(chromium) = chromium() else {
-        eprintln!("skipped: no chromium at /usr/bin/chromium (apt-get install chromium)");
         return;
     };
     let dir = test_dir("sweep-browser");
@@ -351,9 +343,6 @@ fn every_in_page_link_has_its_target() {
 #[test]
 fn a_report_of_thousands_of_connections_opens_on_its_graphs_and_filters_its_table() {
     let Some(chromium) = chromium() else {
-        eprintln!(
-            "skipped: no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)"
-        );
         return;
     };
     let root = workspace_root();
