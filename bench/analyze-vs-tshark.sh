@@ -14,6 +14,7 @@ set -euo pipefail
 trap 'echo "analyze-vs-tshark: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 size=${1:-1G}
 out=bench/out
 mkdir -p "$out"
@@ -34,22 +35,11 @@ target_bytes() {
 }
 target=$(target_bytes "$size")
 
-missing=()
-command -v tshark > /dev/null || missing+=(tshark)
-[ -x /usr/bin/time ] || missing+=(time)
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "analyze-vs-tshark: needs ${missing[*]}; run as root to install them" >&2
-        exit 2
-    fi
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tshark time
-fi
+require analyze-vs-tshark tshark:tshark /usr/bin/time:time
 
 cargo build --release --quiet -p tcpstall-cli -p tcpstall-core --bin tcpstall --example synth_capture
-target_dir=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
-tcpstall=$target_dir/release/tcpstall
-synth=$target_dir/release/examples/synth_capture
+tcpstall=$(release_dir)/tcpstall
+synth=$(release_dir)/examples/synth_capture
 
 # The generator stops at the first packet that reaches SIZE: a finished file is at most
 # one record (under 200 bytes) longer.

@@ -15,32 +15,20 @@
 set -euo pipefail
 trap 'echo "many-files-and-gzip: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 size=${1:-1G}
 parts=${2:-20}
 out=bench/out
 mkdir -p "$out"
 
-missing=()
-command -v gzip >/dev/null || missing+=(gzip)
-command -v zstd >/dev/null || missing+=(zstd)
-command -v taskset >/dev/null || missing+=(util-linux)
-[ -x /usr/bin/time ] || missing+=(time)
-if [ ${#missing[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || { echo "many-files-and-gzip: needs ${missing[*]}; run as root to install them" >&2; exit 2; }
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+require many-files-and-gzip gzip:gzip zstd:zstd taskset:util-linux /usr/bin/time:time
 
 cargo build --release --quiet -p tcpstall-cli -p tcpstall-core --bin tcpstall \
     --example synth_capture --example split_capture
-bin=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)/release
+bin=$(release_dir)
 
 file=$out/synth-$size.pcap
-if [ ! -s "$file" ]; then
-    echo "generating $file ..."
-    "$bin/examples/synth_capture" "$file.part" "$size"
-    mv "$file.part" "$file"
-fi
+generate "$file" "$size"
 bytes=$(stat -c %s "$file")
 # Derived files are made again when the capture is newer than they are.
 ring=$out/synth-$size-in-$parts

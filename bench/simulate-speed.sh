@@ -7,8 +7,9 @@
 set -euo pipefail
 trap 'echo "simulate-speed: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 cargo build --release --quiet -p tcpstall-cli --bin tcpstall
-bin=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)/release/tcpstall
+bin=$(release_dir)/tcpstall
 
 # seconds CMD...: wall-clock seconds of one run, output discarded.
 seconds() {

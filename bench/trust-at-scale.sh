@@ -16,32 +16,18 @@
 set -euo pipefail
 trap 'echo "trust-at-scale: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
+source bench/lib.sh
 size=${1:-1G}
 connections=${2:-3000000}
 out=bench/out
 mkdir -p "$out"
 
-missing=()
-command -v tshark >/dev/null || missing+=(tshark)
-command -v tcptrace >/dev/null || missing+=(tcptrace)
-[ -x /usr/bin/time ] || missing+=(time)
-if [ ${#missing[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || { echo "trust-at-scale: needs ${missing[*]}; run as root to install them" >&2; exit 2; }
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+require trust-at-scale tshark:tshark tcptrace:tcptrace /usr/bin/time:time
 
 cargo build --release --quiet -p tcpstall-cli -p tcpstall-core --bin tcpstall \
     --example synth_capture --example many_connections --example record_walk --example flow_count
-bin=$(cargo metadata --format-version 1 --no-deps | grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)/release
+bin=$(release_dir)
 
-generate() { # FILE SIZE
-    if [ ! -s "$1" ]; then
-        echo "generating $1 ..."
-        "$bin/examples/synth_capture" "$1.part" "$2"
-        mv "$1.part" "$1"
-    fi
-}
 file=$out/synth-$size.pcap
 generate "$file" "$size"
 timing=$out/time.txt
