@@ -20,6 +20,9 @@ use crate::sender::{SenderEvidence, SentData, TimestampClock};
 /// forgotten (their ACK-delay samples are lost, nothing else).
 const MAX_TRACKED_IN_FLIGHT: usize = 1024;
 
+/// Room made for a direction's segments in flight when its first data is sent.
+const INITIAL_IN_FLIGHT: usize = 16;
+
 /// Gaps kept unclassified per connection, waiting for better round-trip estimates.
 const MAX_PENDING_GAPS: usize = 32;
 
@@ -75,6 +78,9 @@ pub struct Direction {
     pub packets: u64,
     /// The window this side advertises, scaled when the scale is known.
     window: Option<u64>,
+    /// The shift of the window this side advertises, once both SYNs are seen
+    /// ([`Connection::window_scale`], kept here as it is read on every segment).
+    window_shift: Option<u8>,
     last_raw: Option<(u32, u32, u8, u32, u16)>,
     pub mss_option: Option<u16>,
     /// The window it advertises is zero (since `zero_window_since`).
@@ -159,37 +165,65 @@ impl LastSegment {
         value.min(u64::from(Self::NONE - 1)) as u32
     }
 
-    /// Segment `packet`, seen at `time`: what its ACK field did (`acked`), its TSval, and
-    /// the window its side advertised before it.
-    fn new(
-        packet: u64,
-        time: Nanos,
-        previous_time: Option<Nanos>,
-        acked: &AckOutcome,
-        tsval: Option<u32>,
-        tsval_is_new: bool,
-        window_before: Option<u64>,
-    ) -> LastSegment {
-        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
+    /// Segment `packet`, seen at `time` (its side's previous one at `previous_time`);
+    /// what its ACK field did, its TSval and the window before it are set after.
+    fn begin(packet: u64, time: Nanos, previous_time: Option<Nanos>) -> LastSegment {
         LastSegment {
             packet,
             time,
             previous_time: previous_time.unwrap_or(Self::NO_TIME),
-            acked_data_time: acked.newest_time.unwrap_or(Self::NO_TIME),
-            snd_una_before: acked.snd_una_before,
-            outstanding_before: Self::small(acked.outstanding_before),
-            newly_acked: Self::small(acked.newly_acked),
-            window_before: window_before.map_or(Self::NONE, Self::small),
-            acked_data_len: acked.newest_len,
-            tsval: tsval.unwrap_or(0),
-            flags: Self::SEEN
-                | flag(acked.advanced, Self::ACK_ADVANCED)
-                | flag(acked.outstanding_small, Self::OUTSTANDING_SMALL)
-                | flag(acked.newest_small, Self::ACKED_DATA_SMALL)
-                | flag(acked.newest_began_message, Self::ACKED_DATA_BEGAN_MESSAGE)
-                | flag(tsval.is_some(), Self::HAS_TSVAL)
-                | flag(tsval_is_new, Self::TSVAL_IS_NEW)
-                | flag(acked.small_after, Self::SMALL_AFTER),
+            acked_data_time: Self::NO_TIME,
+            snd_una_before: 0,
+            outstanding_before: 0,
+            newly_acked: 0,
+            window_before: Self::NONE,
+            acked_data_len: 0,
+            tsval: 0,
+            flags: Self::SEEN,
+        }
+    }
+
+    /// Its ACK field found the other side's first unacknowledged byte at
+    /// `snd_una_before`, with `outstanding_before` bytes unacknowledged.
+    fn ack_field(&mut self, snd_una_before: u64, outstanding_before: u64) {
+        self.snd_una_before = snd_una_before;
+        self.outstanding_before = Self::small(outstanding_before);
+    }
+
+    /// It acknowledged `newly_acked` new bytes, `newest` the newest segment among them;
+    /// `small_before` and `small_after`: a sub-MSS segment was unacknowledged before
+    /// and after it.
+    fn acked(
+        &mut self,
+        newly_acked: u64,
+        newest: Option<&InFlight>,
+        small_before: bool,
+        small_after: bool,
+    ) {
+        self.newly_acked = Self::small(newly_acked);
+        self.set(Self::ACK_ADVANCED, true);
+        self.set(Self::OUTSTANDING_SMALL, small_before);
+        self.set(Self::SMALL_AFTER, small_after);
+        if let Some(newest) = newest {
+            self.acked_data_time = newest.time;
+            self.acked_data_len = newest.len;
+            self.set(Self::ACKED_DATA_SMALL, newest.small);
+            self.set(Self::ACKED_DATA_BEGAN_MESSAGE, newest.began_message);
+        }
+    }
+
+    /// The window its side advertised before it, and its TSval (`is_new`: newer than
+    /// any its side sent before).
+    fn window_and_tsval(&mut self, window_before: Option<u64>, tsval: Option<u32>, is_new: bool) {
+        self.window_before = window_before.map_or(Self::NONE, Self::small);
+        self.tsval = tsval.unwrap_or(0);
+        self.set(Self::HAS_TSVAL, tsval.is_some());
+        self.set(Self::TSVAL_IS_NEW, is_new);
+    }
+
+    fn set(&mut self, bit: u8, on: bool) {
+        if on {
+            self.flags |= bit;
         }
     }
 
@@ -276,11 +310,12 @@ pub struct Connection {
     /// (gap index, sender, release time, the release's ACK field).
     open_release: Option<(usize, usize, Nanos, u32)>,
     clock: ClockGranularity,
-    /// When the latest gap waiting to be classified ended.
-    latest_gap_end: Nanos,
-    pub dirs: [Direction; 2],
     /// The last data-bearing segment: time, side, packet number.
     last_data: Option<(Nanos, usize, u64)>,
+    /// By sender, the newest data acknowledged inside a gap waiting to be classified
+    /// ([`Nanos::MIN`]: none): a later ACK of data far newer concerns none of them.
+    pending_acked_data_time: [Nanos; 2],
+    pub dirs: [Direction; 2],
     /// Gaps waiting to be classified when the connection's round trips are known.
     gaps: Vec<PendingGap>,
     pub duplicates: u64,
@@ -319,7 +354,7 @@ impl Connection {
             synack_time: None,
             last_data: None,
             gaps: Vec::new(),
-            latest_gap_end: Nanos::MIN,
+            pending_acked_data_time: [Nanos::MIN; 2],
             open_release: None,
             duplicates: 0,
             clock: ClockGranularity::default(),
@@ -370,25 +405,26 @@ impl Connection {
     }
 
     /// The size from which `side`'s segments are full-sized: the MSS its peer announced,
-    /// or Ethernet's when no SYN was captured (a capture taken before segmentation
-    /// offload shows larger records, which are no bigger segments), or the smaller
-    /// segment limit it was seen keeping to.
+    /// or the smaller segment limit it was seen keeping to.
     fn full_size(&self, side: usize) -> u32 {
-        let mss = match self.send_mss(side) {
-            (_, MssSource::Inferred) => self.send_mss_assumed(side),
-            (mss, _) => mss,
-        };
-        self.dirs[side].sender.full_size(mss)
+        self.dirs[side].sender.full_size(self.segment_mss(side))
     }
 
-    fn send_mss_assumed(&self, side: usize) -> u32 {
+    /// The MSS `side`'s segments are judged by: the one its peer announced (less the
+    /// timestamp option when both sides use it), or Ethernet's when no SYN was captured
+    /// (a capture taken before segmentation offload shows larger records, which are no
+    /// bigger segments).
+    fn segment_mss(&self, side: usize) -> u32 {
         let timestamps = self.dirs[side].timestamps_seen && self.dirs[1 - side].timestamps_seen;
-        DEFAULT_ETHERNET_MSS
-            - if timestamps {
-                TIMESTAMP_OPTION_BYTES
-            } else {
-                0
-            }
+        let overhead = if timestamps {
+            TIMESTAMP_OPTION_BYTES
+        } else {
+            0
+        };
+        match self.dirs[1 - side].mss_option {
+            Some(mss) => u32::from(mss).saturating_sub(overhead).max(1),
+            None => DEFAULT_ETHERNET_MSS - overhead,
+        }
     }
 
     pub fn path_rtt(&self, side: usize) -> Nanos {
@@ -467,17 +503,16 @@ impl Connection {
             carries_data && seq_end <= self.dirs[x].snd_max && !segment.flags.syn();
 
         // The ACK field acknowledges the other side's data.
-        let acked = if segment.flags.ack() && self.dirs[y].started {
-            self.observe_ack(segment, x, y, t)
-        } else {
-            AckOutcome::default()
-        };
+        let mut last = LastSegment::begin(packet, t, previous_time);
+        if segment.flags.ack() && self.dirs[y].started {
+            self.observe_ack(segment, x, y, t, &mut last);
+        }
 
         // The window this side advertises limits the other side.
         let window_before = self.dirs[x].window;
         if !segment.flags.syn() {
-            let scaled = self
-                .window_scale(x)
+            let scaled = self.dirs[x]
+                .window_shift
                 .map(|shift| u64::from(segment.window) << shift);
             self.dirs[x].window = match scaled {
                 Some(w) => Some(w),
@@ -502,15 +537,8 @@ impl Connection {
         // if it did (the gap this segment may end may have been waiting for it).
         let own = &self.dirs[x].last;
         let previous_own_ack = own.has(LastSegment::ACK_ADVANCED).then_some(own.time);
-        self.dirs[x].last = LastSegment::new(
-            packet,
-            t,
-            previous_time,
-            &acked,
-            tsval,
-            tsval_is_new,
-            window_before,
-        );
+        last.window_and_tsval(window_before, tsval, tsval_is_new);
+        self.dirs[x].last = last;
         if let Some((_, sender, _, _)) = self.open_release
             && sender == y
         {
@@ -547,10 +575,20 @@ impl Connection {
             self.synack_time = Some(segment.time);
             self.dirs[x].record_rtt_sample(segment.time - syn_time, true);
         }
+        for side in [0, 1] {
+            self.dirs[side].window_shift = self.window_scale(side);
+        }
     }
 
-    fn observe_ack(&mut self, segment: &Segment, x: usize, y: usize, t: Nanos) -> AckOutcome {
-        let mut outcome = AckOutcome::default();
+    /// What the ACK field of `segment` (from side `x`) did, recorded in `last`.
+    fn observe_ack(
+        &mut self,
+        segment: &Segment,
+        x: usize,
+        y: usize,
+        t: Nanos,
+        last: &mut LastSegment,
+    ) {
         let peer = &mut self.dirs[y];
         let ack = peer.position(segment.ack);
         if let Some(synack) = self.synack_time
@@ -564,15 +602,13 @@ impl Connection {
             self.dirs[x].record_rtt_sample(t - synack, true);
         }
         let peer = &mut self.dirs[y];
-        outcome.snd_una_before = peer.snd_una;
-        outcome.outstanding_before = peer.snd_max - peer.snd_una;
+        last.ack_field(peer.snd_una, peer.snd_max - peer.snd_una);
         if ack <= peer.snd_una || ack > peer.snd_max {
-            return outcome;
+            return;
         }
-        outcome.advanced = true;
-        outcome.newly_acked = ack - peer.snd_una;
-        outcome.outstanding_small = peer.small_in_flight > 0;
-        let mut rtt_sample = None;
+        let newly_acked = ack - peer.snd_una;
+        let small_before = peer.small_in_flight > 0;
+        let mut newest: Option<InFlight> = None;
         let mut acked_segments = 0u32;
         while let Some(&done) = peer.in_flight.front() {
             if done.end > ack {
@@ -581,54 +617,49 @@ impl Connection {
             acked_segments += 1;
             peer.in_flight.pop_front();
             peer.small_in_flight -= u32::from(done.small);
-            outcome.newest_time = Some(done.time);
-            outcome.newest_small = done.small;
-            outcome.newest_len = done.len;
-            outcome.newest_began_message = done.began_message;
-            // Karn's rule: no round-trip sample from retransmitted data.
-            rtt_sample = if done.retransmitted {
-                None
-            } else {
-                Some(t - done.time)
-            };
+            newest = Some(done);
         }
         peer.snd_una = ack;
-        outcome.small_after = peer.small_in_flight > 0;
-        if let Some(sample) = rtt_sample {
-            self.dirs[x]
-                .record_rtt_sample(sample, segment.payload_len == 0 && !segment.flags.fin());
-            if let Some(data_time) = outcome.newest_time
-                && segment.payload_len == 0
-            {
-                // A pure ACK: a reply carrying the ACK measures the application too.
-                outcome.round_trip = Some(sample);
-                // Any later ACK for the same flight measures the path its data met,
-                // serialization and queue included.
-                self.note_prompt_ack(y, data_time, sample);
-                let full_size = self.dirs[y].full_size;
-                let path = self.path_rtt(x);
-                self.dirs[x].acks.observe(
-                    PureAck {
-                        time: t,
-                        data_time,
-                        data_len: outcome.newest_len,
-                        newly_acked: outcome.newly_acked,
-                        segments: acked_segments,
-                        newest_full: !outcome.newest_small,
-                    },
-                    full_size,
-                    path,
-                );
-            }
+        last.acked(
+            newly_acked,
+            newest.as_ref(),
+            small_before,
+            peer.small_in_flight > 0,
+        );
+        // Karn's rule: no round-trip sample from retransmitted data.
+        let Some(newest) = newest.filter(|done| !done.retransmitted) else {
+            return;
+        };
+        let sample = t - newest.time;
+        let pure_ack = segment.payload_len == 0;
+        self.dirs[x].record_rtt_sample(sample, pure_ack && !segment.flags.fin());
+        if pure_ack {
+            // A pure ACK (a reply carrying the ACK measures the application too). Any
+            // later ACK for the same flight measures the path its data met,
+            // serialization and queue included.
+            self.note_prompt_ack(y, newest.time, sample);
+            let full_size = self.dirs[y].full_size;
+            let path = self.path_rtt(x);
+            self.dirs[x].acks.observe(
+                PureAck {
+                    time: t,
+                    data_time: newest.time,
+                    data_len: newest.len,
+                    newly_acked,
+                    segments: acked_segments,
+                    newest_full: !newest.small,
+                },
+                full_size,
+                path,
+            );
         }
-        outcome
     }
 
     /// A later ACK for data `sender` sent at `data_time` measured `round_trip`: gaps
     /// waiting to be classified whose releasing ACK covered earlier data of the same
     /// flight met the same path (a FIFO queue serves that data first).
     fn note_prompt_ack(&mut self, sender: usize, data_time: Nanos, round_trip: Nanos) {
-        if self.latest_gap_end < data_time - SAME_FLIGHT {
+        if self.pending_acked_data_time[sender] < data_time - SAME_FLIGHT {
             return;
         }
         // Newest first: a gap that ended before the flight was sent acknowledged no
@@ -666,10 +697,7 @@ impl Connection {
     ) {
         let y = 1 - x;
         let t = segment.time;
-        let mss = match self.send_mss(x) {
-            (_, MssSource::Inferred) => self.send_mss_assumed(x),
-            (mss, _) => mss,
-        };
+        let mss = self.segment_mss(x);
 
         if let Some((gap_start, before_side, before_packet)) = self.last_data
             && t - gap_start >= config.min_gap
@@ -721,13 +749,16 @@ impl Connection {
                 sender_nagle_off: false,
                 sender_clock: SenderClock::Unknown,
             };
+            if let Some(acked) = ctx.last_from_peer.as_ref().and_then(|a| a.acked_data_time) {
+                let newest = &mut self.pending_acked_data_time[x];
+                *newest = (*newest).max(acked);
+            }
             // Classified when the connection ends, with the round-trip estimates of the
             // whole connection: an early estimate may still include a delayed ACK.
             self.gaps.push(PendingGap {
                 context: ctx,
                 last_burst_segment: segment.payload_len,
             });
-            self.latest_gap_end = t;
             self.open_release = Some((self.gaps.len() - 1, x, t, segment.ack));
             if self.gaps.len() >= MAX_PENDING_GAPS {
                 // A long connection's round trips are settled by now.
@@ -829,6 +860,10 @@ impl Connection {
             dir.small_in_flight -= u32::from(oldest.small);
         }
         dir.small_in_flight += u32::from(small);
+        if dir.in_flight.capacity() == 0 {
+            // Room for a typical flight at once, rather than growing through 4 and 8.
+            dir.in_flight.reserve_exact(INITIAL_IN_FLIGHT);
+        }
         dir.in_flight.push_back(InFlight {
             end: seq_end,
             time: t,
@@ -873,6 +908,7 @@ impl Connection {
             }
         }
         self.gaps.clear();
+        self.pending_acked_data_time = [Nanos::MIN; 2];
         self.open_release = None;
     }
 
@@ -1025,22 +1061,6 @@ struct PendingGap {
     context: GapContext,
     /// Payload of the last segment of the burst that ended the gap.
     last_burst_segment: u32,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct AckOutcome {
-    advanced: bool,
-    snd_una_before: u64,
-    outstanding_before: u64,
-    newly_acked: u64,
-    outstanding_small: bool,
-    small_after: bool,
-    newest_len: u32,
-    /// The round trip it measured (none for retransmitted data, Karn's rule).
-    round_trip: Option<Nanos>,
-    newest_time: Option<Nanos>,
-    newest_small: bool,
-    newest_began_message: bool,
 }
 
 /// A connection's two endpoints, lower first, packed into machine words so that
@@ -1402,28 +1422,25 @@ mod tests {
             window_after: None,
         };
         for segment in [full, empty] {
-            let acked = AckOutcome {
-                advanced: segment.ack_advanced,
-                snd_una_before: segment.snd_una_before,
-                outstanding_before: segment.outstanding_before,
-                newly_acked: segment.newly_acked,
-                outstanding_small: segment.outstanding_small_segment,
-                small_after: segment.small_outstanding_after,
-                newest_len: segment.acked_data_len,
-                round_trip: None,
-                newest_time: segment.acked_data_time,
-                newest_small: segment.acked_data_small,
-                newest_began_message: segment.acked_data_began_message,
-            };
-            let last = LastSegment::new(
-                segment.packet,
-                segment.time,
-                segment.previous_time,
-                &acked,
-                segment.tsval,
-                segment.tsval_is_new,
-                segment.window_before,
-            );
+            let mut last = LastSegment::begin(segment.packet, segment.time, segment.previous_time);
+            last.ack_field(segment.snd_una_before, segment.outstanding_before);
+            if segment.ack_advanced {
+                let newest = segment.acked_data_time.map(|time| InFlight {
+                    end: 0,
+                    time,
+                    len: segment.acked_data_len,
+                    small: segment.acked_data_small,
+                    began_message: segment.acked_data_began_message,
+                    retransmitted: false,
+                });
+                last.acked(
+                    segment.newly_acked,
+                    newest.as_ref(),
+                    segment.outstanding_small_segment,
+                    segment.small_outstanding_after,
+                );
+            }
+            last.window_and_tsval(segment.window_before, segment.tsval, segment.tsval_is_new);
             let back = last.get(segment.window_after);
             assert_eq!(format!("{back:?}"), format!("{:?}", Some(segment)));
         }
