@@ -171,13 +171,26 @@ impl UnlistedTotals {
     }
 }
 
-/// Most severe first: time lost to stalls, then gaps, then the earliest; a total order,
-/// so the report does not depend on which tracking thread saw which connection.
-fn severity_order(a: &ConnectionDiagnosis, b: &ConnectionDiagnosis) -> std::cmp::Ordering {
-    severity_key(a).cmp(&severity_key(b))
+/// Each diagnosis's severity key with its index: ordering these instead of the large
+/// diagnoses spares moving them through the sort.
+fn severity_keys(diagnoses: &[ConnectionDiagnosis]) -> Vec<(SeverityKey, usize)> {
+    diagnoses
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (severity_key(d), i))
+        .collect()
 }
 
-/// What [`severity_order`] compares, in order.
+/// The indices of `diagnoses`, most severe first. The order is total (no two
+/// connections begin with the same packet), so an unstable sort gives it.
+fn severity_ranking(diagnoses: &[ConnectionDiagnosis]) -> Vec<usize> {
+    let mut keys = severity_keys(diagnoses);
+    keys.sort_unstable();
+    keys.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Most severe first: time lost to stalls, then gaps, then the earliest; a total order,
+/// so the report does not depend on which tracking thread saw which connection.
 type SeverityKey = (Reverse<Nanos>, Reverse<usize>, Nanos, u64);
 
 fn severity_key(d: &ConnectionDiagnosis) -> SeverityKey {
@@ -233,10 +246,10 @@ impl Collector {
     /// Keeps the gap listings of the most severe connections within three quarters of
     /// the gap budget; the others keep their gaps as counts.
     fn unlist_gaps_of_least_severe(&mut self) {
-        self.diagnoses.sort_unstable_by(severity_order);
         let keep = self.gap_budget * 3 / 4;
         let mut listed = 0;
-        for d in &mut self.diagnoses {
+        for i in severity_ranking(&self.diagnoses) {
+            let d = &mut self.diagnoses[i];
             if listed + d.events.len() <= keep {
                 listed += d.events.len();
                 continue;
@@ -270,12 +283,23 @@ impl Collector {
         if self.diagnoses.len() <= MAX_LISTED_CONNECTIONS {
             return;
         }
-        self.diagnoses
-            .select_nth_unstable_by(MAX_LISTED_CONNECTIONS - 1, severity_order);
-        for d in self.diagnoses.drain(MAX_LISTED_CONNECTIONS..) {
-            self.listed_gaps -= d.events.len();
-            self.unlisted.add(&d);
+        // Chosen by their keys: a diagnosis is large, and moving it is what costs.
+        let mut keys = severity_keys(&self.diagnoses);
+        keys.select_nth_unstable(MAX_LISTED_CONNECTIONS - 1);
+        let mut kept = vec![false; self.diagnoses.len()];
+        for &(_, i) in &keys[..MAX_LISTED_CONNECTIONS] {
+            kept[i] = true;
         }
+        let (listed_gaps, unlisted) = (&mut self.listed_gaps, &mut self.unlisted);
+        let mut i = 0;
+        self.diagnoses.retain(|d| {
+            i += 1;
+            if !kept[i - 1] {
+                *listed_gaps -= d.events.len();
+                unlisted.add(d);
+            }
+            kept[i - 1]
+        });
     }
 }
 
@@ -291,7 +315,7 @@ const BUCKETS: usize = 32;
 /// share keeps both threads about equally busy. A fixed split, not one measured at run
 /// time, so that the report (which connections are ended early when too many are open)
 /// never depends on the machine.
-const READER_BUCKETS: usize = 9;
+const READER_BUCKETS: usize = 10;
 
 type Batch = Vec<(Segment, u64)>;
 
@@ -649,21 +673,12 @@ fn pipeline(
         collector.merge(finished.collector);
     }
     summary.duplicates = collector.duplicates;
-    // Sorting keys with indices, then moving each diagnosis once, spares moving the
-    // large values through the sort; each key is taken once. The order is total (no two
-    // connections begin with the same packet), so an unstable sort gives it.
-    let diagnoses = collector.diagnoses;
-    let mut order: Vec<(SeverityKey, usize)> = diagnoses
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (severity_key(d), i))
-        .collect();
-    order.sort_unstable();
-    let mut slots: Vec<Option<ConnectionDiagnosis>> = diagnoses.into_iter().map(Some).collect();
-    let diagnoses: Vec<ConnectionDiagnosis> = order
-        .into_iter()
-        .filter_map(|(_, i)| slots[i].take())
-        .collect();
+    // Each diagnosis moved once, into its place.
+    let order = severity_ranking(&collector.diagnoses);
+    let mut slots: Vec<Option<ConnectionDiagnosis>> =
+        collector.diagnoses.into_iter().map(Some).collect();
+    let diagnoses: Vec<ConnectionDiagnosis> =
+        order.into_iter().filter_map(|i| slots[i].take()).collect();
     Ok(Analysis {
         input: summary,
         connections: diagnoses,
