@@ -278,17 +278,22 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     if undecodable > 0 {
         eprintln!("tcpstall watch: warning: {undecodable} kernel records could not be decoded");
     }
+    let command_pid = child.as_ref().map(|c| c.id());
     if args.json {
-        println!(
-            "{}",
-            summary.json(watched, assembler.short_holds, lost, fix.as_ref())
-        );
+        let mut report = summary.json(watched, assembler.short_holds, lost, fix.as_ref());
+        if let (Some(pid), Some(status)) = (command_pid, exit_status) {
+            report["command"] = serde_json::json!({"pid": pid, "exit_status": status});
+        }
+        println!("{report}");
     } else {
         // After the command's own output, on the terminal.
         eprint!(
             "\n{}",
             summary.text(watched, assembler.short_holds, lost, fix.as_ref())
         );
+        if let (Some(pid), Some(status)) = (command_pid, exit_status) {
+            eprintln!("command (pid {pid}) exited with status {status}");
+        }
     }
     drop(watcher);
     drop(cgroup);
