@@ -77,9 +77,7 @@ fn parse_fix(text: &str) -> Result<Fix, String> {
         }
         return Ok(Fix::DelayedAckMax(Duration::from_secs_f64(ms / 1e3)));
     }
-    Err(format!(
-        "unknown fix {text:?}: nodelay or delack-max=MS"
-    ))
+    Err(format!("unknown fix {text:?}: nodelay or delack-max=MS"))
 }
 
 /// What a stall must match to be reported.
@@ -90,10 +88,10 @@ struct Filters<'a> {
 impl Filters<'_> {
     fn keep(&self, stall: &Stall) -> bool {
         let processes = std::iter::once(&stall.holder).chain(stall.delayer.process.as_ref());
-        let pid_ok = self.args.pid.is_empty()
-            || processes.clone().any(|p| self.args.pid.contains(&p.pid));
-        let comm_ok =
-            self.args.comm.is_empty() || processes.clone().any(|p| self.args.comm.contains(&p.comm));
+        let pid_ok =
+            self.args.pid.is_empty() || processes.clone().any(|p| self.args.pid.contains(&p.pid));
+        let comm_ok = self.args.comm.is_empty()
+            || processes.clone().any(|p| self.args.comm.contains(&p.comm));
         let port_ok = self.args.port.is_empty()
             || [stall.local.port(), stall.remote.port()]
                 .iter()
@@ -136,7 +134,12 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     let cgroup = match (run_command, &host.cgroup2_root) {
         (true, Some(root)) => match CommandCgroup::create(root) {
             Ok(cgroup) => Some(cgroup),
-            Err(e) => return cannot_run(&format!("cannot create a cgroup under {}: {e}", root.display())),
+            Err(e) => {
+                return cannot_run(&format!(
+                    "cannot create a cgroup under {}: {e}",
+                    root.display()
+                ));
+            }
         },
         _ => None,
     };
@@ -156,11 +159,17 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         },
         _ => None,
     };
-    let metrics = Arc::new(Mutex::new(Metrics::new(args.max_series, ephemeral_port_start())));
+    let metrics = Arc::new(Mutex::new(Metrics::new(
+        args.max_series,
+        ephemeral_port_start(),
+    )));
     let _exporter = match listen {
         Some(address) => match Exporter::start(address, Arc::clone(&metrics)) {
             Ok(exporter) => {
-                eprintln!("tcpstall watch: metrics at http://{}/metrics", exporter.address);
+                eprintln!(
+                    "tcpstall watch: metrics at http://{}/metrics",
+                    exporter.address
+                );
                 Some(exporter)
             }
             Err(e) => {
@@ -194,7 +203,8 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             if !args.json {
                 eprintln!(
                     "tcpstall watch: watching every TCP connection on this host{} (Ctrl-C to stop)",
-                    args.duration.map_or(String::new(), |d| format!(" for {d} s"))
+                    args.duration
+                        .map_or(String::new(), |d| format!(" for {d} s"))
                 );
             }
             None

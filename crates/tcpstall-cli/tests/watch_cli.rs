@@ -80,16 +80,22 @@ fn every_stalled_round_trip_is_reported_with_the_client_as_holder() {
             return Err(format!("the workload itself: {:?}", w.round_trips_ms));
         }
         if (reported - slow).abs() > 1 {
-            return Err(format!("{reported} stalls reported, {slow} slow round trips"));
+            return Err(format!(
+                "{reported} stalls reported, {slow} slow round trips"
+            ));
         }
-        let pid = w.summary["command"]["pid"].as_u64().ok_or("no command pid")?;
+        let pid = w.summary["command"]["pid"]
+            .as_u64()
+            .ok_or("no command pid")?;
         for stall in &w.stalls {
             if stall["class"] != "nagle-delayed-ack"
                 || stall["holder"]["pid"].as_u64() != Some(pid)
                 || stall["holder"]["comm"] != "echo_pair"
                 || stall["evidence"] != "timer-seen"
             {
-                return Err(format!("stall not as expected (command pid {pid}): {stall}"));
+                return Err(format!(
+                    "stall not as expected (command pid {pid}): {stall}"
+                ));
             }
         }
         if w.summary["total"]["stalls"].as_i64() != Some(reported) {
@@ -110,7 +116,10 @@ fn fix_nodelay_removes_every_stall() {
             return Err(format!("{} stalls with the fix", w.stalls.len()));
         }
         if w.round_trips_ms.len() != 20 || w.round_trips_ms.iter().any(|&ms| ms >= 1.0) {
-            return Err(format!("round trips not all under 1 ms: {:?}", w.round_trips_ms));
+            return Err(format!(
+                "round trips not all under 1 ms: {:?}",
+                w.round_trips_ms
+            ));
         }
         let fix = &w.summary["fix"];
         if fix["fix"] != "nodelay" || fix["sockets"].as_u64().unwrap_or(0) < 1 {
@@ -127,7 +136,9 @@ fn fix_delack_max_shortens_the_stalls() {
     };
     with_retries("two writes under watch --fix delack-max=10", || {
         let w = watch_echo_pair(&["--fix", "delack-max=10"], "two-writes", 20)?;
-        let longest = w.summary["total"]["longest_ms"].as_f64().unwrap_or(f64::MAX);
+        let longest = w.summary["total"]["longest_ms"]
+            .as_f64()
+            .unwrap_or(f64::MAX);
         if longest >= 30.0 {
             return Err(format!("longest stall {longest} ms with a 10 ms timer"));
         }

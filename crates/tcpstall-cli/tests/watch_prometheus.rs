@@ -51,8 +51,14 @@ fn prometheus_scrapes_the_stall_counter() {
     let Some(()) = can_watch("the Prometheus integration test") else {
         return;
     };
-    if Command::new("prometheus").arg("--version").output().is_err() {
-        eprintln!("skipped the Prometheus integration test: `prometheus` not installed (apt-get install prometheus)");
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "skipped the Prometheus integration test: `prometheus` not installed (apt-get install prometheus)"
+        );
         return;
     }
     let dir = TempDir::new("watch_prometheus", "scrape");
@@ -68,8 +74,10 @@ fn prometheus_scrapes_the_stall_counter() {
             .spawn()
             .expect("start tcpstall watch"),
     );
-    wait_for(Duration::from_secs(10), || http_get(metrics_port, "/metrics"))
-        .expect("watch serves /metrics");
+    wait_for(Duration::from_secs(10), || {
+        http_get(metrics_port, "/metrics")
+    })
+    .expect("watch serves /metrics");
 
     let config = dir.0.join("prometheus.yml");
     std::fs::write(
@@ -82,15 +90,20 @@ fn prometheus_scrapes_the_stall_counter() {
     let _prometheus = Reaped(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.0.join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("data").display()
+            ))
             .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start prometheus"),
     );
-    wait_for(Duration::from_secs(30), || http_get(prometheus_port, "/-/ready"))
-        .expect("prometheus ready");
+    wait_for(Duration::from_secs(30), || {
+        http_get(prometheus_port, "/-/ready")
+    })
+    .expect("prometheus ready");
 
     // The stalling workload: the program's own count of slow round trips.
     let out = Command::new(echo_pair())
@@ -99,7 +112,13 @@ fn prometheus_scrapes_the_stall_counter() {
         .expect("run echo_pair");
     let slow = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.strip_prefix("RTT: ")?.split_whitespace().next()?.parse::<f64>().ok())
+        .filter_map(|l| {
+            l.strip_prefix("RTT: ")?
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
         .filter(|&ms| ms > 20.0)
         .count() as f64;
     assert!(slow >= 30.0, "the workload did not stall: {out:?}");

@@ -202,7 +202,16 @@ pub(crate) mod tests {
 
     #[test]
     fn a_fired_timer_without_owner_or_arm_time() {
-        let r = record(2, 0, 0, 9, 0, ([10, 0, 0, 1], 80), ([10, 0, 0, 2], 5000), "");
+        let r = record(
+            2,
+            0,
+            0,
+            9,
+            0,
+            ([10, 0, 0, 1], 80),
+            ([10, 0, 0, 2], 5000),
+            "",
+        );
         let WatchEvent::DelayedAckFired(fired) = decode(&r).unwrap() else {
             panic!("not a timer");
         };

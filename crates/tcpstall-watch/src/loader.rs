@@ -211,9 +211,6 @@ impl FixProgram {
         else {
             return (0, 0);
         };
-        (
-            fixed.get(&0, 0).unwrap_or(0),
-            fixed.get(&1, 0).unwrap_or(0),
-        )
+        (fixed.get(&0, 0).unwrap_or(0), fixed.get(&1, 0).unwrap_or(0))
     }
 }

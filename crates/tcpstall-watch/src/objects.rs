@@ -38,7 +38,9 @@ mod tests {
     #[test]
     fn committed_objects_match_their_sources() {
         if !built_from_sources() {
-            eprintln!("skipped: clang-19 not installed, the committed objects are used as they are");
+            eprintln!(
+                "skipped: clang-19 not installed, the committed objects are used as they are"
+            );
             return;
         }
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bpf");

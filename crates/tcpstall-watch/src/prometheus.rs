@@ -129,7 +129,12 @@ impl Metrics {
         out.push_str("# HELP tcpstall_stalls_total Stalls that ended: Nagle held data until a delayed ACK released it.\n");
         out.push_str("# TYPE tcpstall_stalls_total counter\n");
         for (l, s) in &self.series {
-            let _ = writeln!(out, "tcpstall_stalls_total{{{}}} {}", label_text(l), s.stalls);
+            let _ = writeln!(
+                out,
+                "tcpstall_stalls_total{{{}}} {}",
+                label_text(l),
+                s.stalls
+            );
         }
         out.push_str("# HELP tcpstall_stalled_seconds_total Time spent in those stalls.\n");
         out.push_str("# TYPE tcpstall_stalled_seconds_total counter\n");

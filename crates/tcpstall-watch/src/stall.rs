@@ -158,7 +158,9 @@ impl StallAssembler {
                 Delayer {
                     endpoint: hold.socket.remote,
                     process: fired.owner.clone(),
-                    timer_ns: fired.armed_ns.map(|armed| fired.fired_ns.saturating_sub(armed)),
+                    timer_ns: fired
+                        .armed_ns
+                        .map(|armed| fired.fired_ns.saturating_sub(armed)),
                 },
             ),
             None if duration_ns >= round_trip_ns + self.min_stall_ns => (
@@ -242,7 +244,7 @@ mod tests {
     fn a_timer_event_delivered_after_the_hold_still_matches() {
         let mut a = StallAssembler::new(2 * MS);
         a.push(hold(0, 41 * MS));
-        a.push(fired(1 * MS, 41 * MS - 10_000));
+        a.push(fired(MS, 41 * MS - 10_000));
         assert_eq!(a.finish()[0].evidence, Evidence::TimerSeen);
     }
 

@@ -93,7 +93,11 @@ pub fn stall_line(stall: &Stall, clock: &Clock) -> String {
     }
     match (stall.evidence, stall.delayer.timer_ns) {
         (Evidence::TimerSeen, Some(timer)) => {
-            let _ = write!(line, ", its delayed-ACK timer fired after {:.1} ms", ms(timer));
+            let _ = write!(
+                line,
+                ", its delayed-ACK timer fired after {:.1} ms",
+                ms(timer)
+            );
         }
         (Evidence::TimerSeen, None) => line.push_str(", its delayed-ACK timer fired"),
         (Evidence::Inferred, _) => line.push_str(", ACK late by more than a round trip (remote)"),
@@ -268,7 +272,7 @@ impl Summary {
         }
         let _ = writeln!(out, "\nby connection (holder's side):");
         let mut connections: Vec<_> = self.connections.iter().collect();
-        connections.sort_by(|a, b| b.1.1.stalled_ns.cmp(&a.1.1.stalled_ns));
+        connections.sort_by_key(|c| std::cmp::Reverse(c.1.1.stalled_ns));
         for ((local, remote), (holder, t)) in connections {
             let _ = writeln!(
                 out,
@@ -385,7 +389,9 @@ pub(crate) mod tests {
         let clock = Clock::new();
         let s = stall("client", 40000, 41);
         let line = stall_line(&s, &clock);
-        assert!(line.contains("nagle-delayed-ack holder client[7] 127.0.0.1:40000 -> 127.0.0.1:8000, 6 B held"));
+        assert!(line.contains(
+            "nagle-delayed-ack holder client[7] 127.0.0.1:40000 -> 127.0.0.1:8000, 6 B held"
+        ));
         assert!(line.contains("timer fired after 40.0 ms"));
         let v = stall_json(&s, &clock);
         assert_eq!(v["class"], "nagle-delayed-ack");
