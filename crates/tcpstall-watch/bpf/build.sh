@@ -9,7 +9,9 @@ clang=${CLANG:-clang-19}
 strip=${LLVM_STRIP:-llvm-strip-19}
 cd "$here"
 for program in watch fix; do
-    "$clang" -O2 -g -target bpf -D__TARGET_ARCH_x86 -I. -c "$program.bpf.c" -o "$out/$program.bpf.o"
+    # The source directory is mapped to ".", so the objects do not depend on the checkout.
+    "$clang" -O2 -g -target bpf -D__TARGET_ARCH_x86 -ffile-prefix-map="$here"=. -I. \
+        -c "$program.bpf.c" -o "$out/$program.bpf.o"
     # -g keeps the BTF that CO-RE relocations need; the DWARF is not needed.
     "$strip" -g "$out/$program.bpf.o"
 done
