@@ -100,6 +100,7 @@ EXIT STATUS:
   0  watching ended (Ctrl-C or --duration)
   N  with -- CMD: the command's exit status (128+signal when killed)
   2  watch cannot run here, or bad usage
+  127  with -- CMD: the command could not be started
 
 EXAMPLES:
   tcpstall watch                                   # every process, until Ctrl-C

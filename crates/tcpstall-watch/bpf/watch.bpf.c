@@ -3,8 +3,7 @@
  * fires with an ACK pending. Tracepoints only (tp_btf), no kprobes:
  *   sock:sock_send_length  after a send, in the sender's process: bytes Nagle held
  *   tcp:tcp_probe          an incoming segment: its ACK may release the held bytes
- *   timer:timer_start      the delayed-ACK timer armed (filtered on its function)
- *   timer:timer_expire_entry  the delayed-ACK timer fired
+ *   timer:timer_expire_entry  the delayed-ACK timer fired (filtered on its function)
  *   tcp:tcp_destroy_sock   clean-up
  * The layout of struct watch_event is mirrored in src/event.rs. */
 #include "kernel_types.h"
@@ -79,16 +78,18 @@ struct {
 } owners SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u64);
-} delack_armed SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
+
+/* Index 0: holds in the map, so that the hot paths skip the hash lookup when none is
+ * (evicted entries are not subtracted: that only costs a lookup). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} pending_holds SEC(".maps");
 
 /* Index 0: events lost because the ring buffer was full. */
 struct {
@@ -114,6 +115,21 @@ static __always_inline void fill_endpoints(struct watch_event *e, struct sock *s
 	}
 }
 
+static __always_inline __s64 *pending_count(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&pending_holds, &zero);
+}
+
+static __always_inline void forget_hold(__u64 *key)
+{
+	if (bpf_map_delete_elem(&holds, key) == 0) {
+		__s64 *pending = pending_count();
+		if (pending)
+			__sync_fetch_and_add(pending, -1);
+	}
+}
+
 static __always_inline struct watch_event *reserve_event(void)
 {
 	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
@@ -136,25 +152,27 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
 		return 0;
+	__u32 mss = tp->mss_cache;
+	if ((__u32)ret >= mss)
+		return 0; /* a bulk send: neither a request nor a reply, nothing for Nagle */
 	__u64 cgroup = bpf_get_current_cgroup_id();
 	if (target_cgroup && cgroup != target_cgroup)
 		return 0;
 	__u64 key = (__u64)sk;
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	/* Who sends small messages on this socket: named as the delayer when its
+	 * delayed-ACK timer holds a peer. */
 	struct owner *known = bpf_map_lookup_elem(&owners, &key);
 	if (!known || known->pid != pid) {
 		struct owner fresh = { .pid = pid };
 		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
 		bpf_map_update_elem(&owners, &key, &fresh, BPF_ANY);
 	}
-	if (bpf_map_lookup_elem(&holds, &key))
-		return 0;
 
 	__u32 write_seq = tp->write_seq;
 	__u32 snd_nxt = tp->snd_nxt;
 	__u32 snd_una = tp->snd_una;
 	__u32 snd_sml = tp->snd_sml;
-	__u32 mss = tp->mss_cache;
 	__u32 nonagle = BPF_CORE_READ_BITFIELD(tp, nonagle);
 	__s32 held = (__s32)(write_seq - snd_nxt);
 
@@ -180,19 +198,27 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 		.cgroup = cgroup,
 	};
 	bpf_get_current_comm(hold.comm, sizeof(hold.comm));
-	bpf_map_update_elem(&holds, &key, &hold, BPF_NOEXIST);
+	/* The first held byte's wait is measured: a hold already there stays. */
+	if (bpf_map_update_elem(&holds, &key, &hold, BPF_NOEXIST) == 0) {
+		__s64 *pending = pending_count();
+		if (pending)
+			__sync_fetch_and_add(pending, 1);
+	}
 	return 0;
 }
 
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_segment_in, struct sock *sk, const struct sk_buff *skb)
 {
+	__s64 *pending = pending_count();
+	if (pending && *pending <= 0)
+		return 0;
 	__u64 key = (__u64)sk;
 	struct hold *hold = bpf_map_lookup_elem(&holds, &key);
 	if (!hold)
 		return 0;
 	/* tcp_rcv_established: skb->data is the TCP header. */
-	struct tcphdr *th = (struct tcphdr *)BPF_CORE_READ(skb, data);
+	struct tcphdr *th = (struct tcphdr *)skb->data;
 	__be32 ack_be = 0;
 	if (bpf_probe_read_kernel(&ack_be, sizeof(ack_be), &th->ack_seq))
 		return 0;
@@ -218,26 +244,15 @@ int BPF_PROG(on_segment_in, struct sock *sk, const struct sk_buff *skb)
 			bpf_ringbuf_submit(e, 0);
 		}
 	}
-	bpf_map_delete_elem(&holds, &key);
+	forget_hold(&key);
 	return 0;
 }
 
 static __always_inline __u64 delack_timer_owner(struct timer_list *timer)
 {
-	if (!delack_timer_fn || (__u64)BPF_CORE_READ(timer, function) != delack_timer_fn)
+	if (!delack_timer_fn || (__u64)timer->function != delack_timer_fn)
 		return 0;
 	return (__u64)timer - bpf_core_field_offset(struct inet_connection_sock, icsk_delack_timer);
-}
-
-SEC("tp_btf/timer_start")
-int BPF_PROG(on_timer_start, struct timer_list *timer, unsigned long bucket_expiry)
-{
-	__u64 key = delack_timer_owner(timer);
-	if (!key)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&delack_armed, &key, &now, BPF_ANY);
-	return 0;
 }
 
 SEC("tp_btf/timer_expire_entry")
@@ -254,9 +269,6 @@ int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
 		return 0;
 	e->kind = EVENT_DELACK_FIRED;
 	e->end_ns = bpf_ktime_get_ns();
-	__u64 *armed = bpf_map_lookup_elem(&delack_armed, &key);
-	if (armed)
-		e->start_ns = *armed;
 	struct owner *owner = bpf_map_lookup_elem(&owners, &key);
 	if (owner) {
 		e->pid = owner->pid;
@@ -271,9 +283,8 @@ SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(on_destroy, struct sock *sk)
 {
 	__u64 key = (__u64)sk;
-	bpf_map_delete_elem(&holds, &key);
+	forget_hold(&key);
 	bpf_map_delete_elem(&owners, &key);
-	bpf_map_delete_elem(&delack_armed, &key);
 	return 0;
 }
 

@@ -45,8 +45,6 @@ pub struct DelayedAckFired {
     /// The last process seen sending on the socket, if any.
     pub owner: Option<Process>,
     pub socket: Endpoints,
-    /// When the timer was armed, if that was seen.
-    pub armed_ns: Option<u64>,
     pub fired_ns: u64,
 }
 
@@ -121,7 +119,6 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
         KIND_DELACK_FIRED => Ok(WatchEvent::DelayedAckFired(DelayedAckFired {
             owner: (pid != 0).then_some(Process { pid, comm }),
             socket,
-            armed_ns: (start_ns != 0).then_some(start_ns),
             fired_ns: end_ns,
         })),
         other => Err(DecodeError::Kind(other)),
@@ -201,7 +198,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_fired_timer_without_owner_or_arm_time() {
+    fn a_fired_timer_without_owner() {
         let r = record(
             2,
             0,
@@ -216,7 +213,6 @@ pub(crate) mod tests {
             panic!("not a timer");
         };
         assert_eq!(fired.owner, None);
-        assert_eq!(fired.armed_ns, None);
         assert_eq!(fired.fired_ns, 9);
     }
 

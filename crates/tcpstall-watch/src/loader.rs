@@ -30,10 +30,9 @@ pub enum LoadError {
 }
 
 /// The tracepoint programs of `bpf/watch.bpf.c`, with the tracepoint each attaches to.
-const WATCH_PROGRAMS: [(&str, &str); 5] = [
+const WATCH_PROGRAMS: [(&str, &str); 4] = [
     ("on_send", "sock_send_length"),
     ("on_segment_in", "tcp_probe"),
-    ("on_timer_start", "timer_start"),
     ("on_timer_fire", "timer_expire_entry"),
     ("on_destroy", "tcp_destroy_sock"),
 ];

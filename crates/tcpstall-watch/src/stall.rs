@@ -39,7 +39,8 @@ pub struct Delayer {
     pub endpoint: SocketAddr,
     /// The process on this host that owns the peer socket, when known.
     pub process: Option<Process>,
-    /// From the timer armed to it firing, when both were seen.
+    /// From the held send to the delayer's timer firing, when that was seen: the timer's
+    /// length, as the peer is on this host (the data reached it at once).
     pub timer_ns: Option<u64>,
 }
 
@@ -158,9 +159,7 @@ impl StallAssembler {
                 Delayer {
                     endpoint: hold.socket.remote,
                     process: fired.owner.clone(),
-                    timer_ns: fired
-                        .armed_ns
-                        .map(|armed| fired.fired_ns.saturating_sub(armed)),
+                    timer_ns: Some(fired.fired_ns.saturating_sub(hold.start_ns)),
                 },
             ),
             None if duration_ns >= round_trip_ns + self.min_stall_ns => (
@@ -210,11 +209,11 @@ mod tests {
         .unwrap()
     }
 
-    fn fired(armed: u64, at: u64) -> WatchEvent {
+    fn fired(at: u64) -> WatchEvent {
         decode(&record(
             2,
             11,
-            armed,
+            0,
             at,
             0,
             ([127, 0, 0, 1], 8000),
@@ -227,7 +226,7 @@ mod tests {
     #[test]
     fn a_hold_released_by_the_peers_timer_is_a_stall() {
         let mut a = StallAssembler::new(2 * MS);
-        a.push(fired(100 * MS, 140 * MS));
+        a.push(fired(140 * MS));
         a.push(hold(100 * MS, 140 * MS + 50_000));
         assert!(a.ready(150 * MS).is_empty(), "waits for a late timer event");
         let stalls = a.ready(170 * MS);
@@ -244,7 +243,7 @@ mod tests {
     fn a_timer_event_delivered_after_the_hold_still_matches() {
         let mut a = StallAssembler::new(2 * MS);
         a.push(hold(0, 41 * MS));
-        a.push(fired(MS, 41 * MS - 10_000));
+        a.push(fired(41 * MS - 10_000));
         assert_eq!(a.finish()[0].evidence, Evidence::TimerSeen);
     }
 
@@ -269,7 +268,7 @@ mod tests {
     #[test]
     fn a_timer_of_another_connection_does_not_match() {
         let mut a = StallAssembler::new(2 * MS);
-        let WatchEvent::DelayedAckFired(mut other) = fired(0, 40 * MS) else {
+        let WatchEvent::DelayedAckFired(mut other) = fired(40 * MS) else {
             unreachable!()
         };
         other.socket = Endpoints {
@@ -285,7 +284,7 @@ mod tests {
     fn memory_stays_bounded() {
         let mut a = StallAssembler::new(2 * MS);
         for i in 0..(3 * TIMER_MEMORY_LEN as u64) {
-            a.push(fired(0, i));
+            a.push(fired(i));
             a.push(hold(i, i + 1));
         }
         assert!(a.fired.len() <= TIMER_MEMORY_LEN);

@@ -5,10 +5,9 @@ use std::path::{Path, PathBuf};
 
 /// The tracepoints the programs attach to. `sock:sock_send_length` is the newest: Linux
 /// 6.3 added it; older kernels cannot run `watch`.
-pub const TRACEPOINTS: [&str; 5] = [
+pub const TRACEPOINTS: [&str; 4] = [
     "sock_send_length",
     "tcp_probe",
-    "timer_start",
     "timer_expire_entry",
     "tcp_destroy_sock",
 ];
@@ -150,7 +149,7 @@ ffffffffc0000000 t module_function [some_module]";
         assert_eq!(function_address(kallsyms, "module_function"), None);
         assert_eq!(
             missing_tracepoints(kallsyms),
-            vec!["timer_start", "timer_expire_entry", "tcp_destroy_sock"]
+            vec!["timer_expire_entry", "tcp_destroy_sock"]
         );
     }
 
