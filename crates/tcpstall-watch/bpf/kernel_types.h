@@ -58,7 +58,6 @@ struct sock_common {
 
 struct sock {
 	struct sock_common __sk_common;
-	__u16 sk_protocol;
 };
 
 struct timer_list {
