@@ -95,6 +95,8 @@ EXAMPLES:
 Needs root (or CAP_BPF and CAP_PERFMON), a kernel with BTF and Linux 6.3 or later
 (the sock:sock_send_length tracepoint); a command needs cgroup v2. Where these are
 missing it says so in one line: capture with tcpdump and use `tcpstall analyze`.
+Stalls are printed on standard output as they end; the summary follows on standard
+error (as `perf stat` does), or on standard output as the last object with --json.
 
 EXIT STATUS:
   0  watching ended (Ctrl-C or --duration)
