@@ -155,9 +155,12 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 	__u32 mss = tp->mss_cache;
 	if ((__u32)ret >= mss)
 		return 0; /* a bulk send: neither a request nor a reply, nothing for Nagle */
-	__u64 cgroup = bpf_get_current_cgroup_id();
-	if (target_cgroup && cgroup != target_cgroup)
-		return 0;
+	__u64 cgroup = 0;
+	if (target_cgroup) {
+		cgroup = bpf_get_current_cgroup_id();
+		if (cgroup != target_cgroup)
+			return 0;
+	}
 	__u64 key = (__u64)sk;
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
 	/* Who sends small messages on this socket: named as the delayer when its

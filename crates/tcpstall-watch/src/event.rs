@@ -30,6 +30,7 @@ pub struct Endpoints {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NagleHold {
     pub holder: Process,
+    /// The cgroup v2 watched (`-- CMD`), or 0 when the whole host is.
     pub cgroup: u64,
     pub socket: Endpoints,
     pub held_bytes: u32,
@@ -130,7 +131,9 @@ fn address(family: u16, bytes: [u8; 16]) -> Result<IpAddr, DecodeError> {
         AF_INET => Ok(IpAddr::V4(Ipv4Addr::new(
             bytes[0], bytes[1], bytes[2], bytes[3],
         ))),
-        AF_INET6 => Ok(IpAddr::V6(Ipv6Addr::from(bytes))),
+        // A dual-stack socket talking IPv4 has ::ffff:a.b.c.d: the peer socket may be
+        // plain IPv4, so both are written as IPv4 to be matched.
+        AF_INET6 => Ok(IpAddr::V6(Ipv6Addr::from(bytes)).to_canonical()),
         other => Err(DecodeError::Family(other)),
     }
 }
@@ -214,6 +217,24 @@ pub(crate) mod tests {
         };
         assert_eq!(fired.owner, None);
         assert_eq!(fired.fired_ns, 9);
+    }
+
+    #[test]
+    fn v4_mapped_addresses_read_as_ipv4() {
+        let mut mapped = [0u8; 16];
+        mapped[10] = 0xff;
+        mapped[11] = 0xff;
+        mapped[12..].copy_from_slice(&[127, 0, 0, 1]);
+        assert_eq!(
+            address(AF_INET6, mapped).unwrap(),
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        );
+        let mut loopback6 = [0u8; 16];
+        loopback6[15] = 1;
+        assert_eq!(
+            address(AF_INET6, loopback6).unwrap(),
+            IpAddr::V6(Ipv6Addr::LOCALHOST)
+        );
     }
 
     #[test]
