@@ -242,6 +242,10 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             Err(_) => undecodable += 1,
         }) {
             eprintln!("tcpstall watch: {e}");
+            // Watching stops; the command still runs to its end and gives the status.
+            if let Some(child) = child.as_mut() {
+                exit_status = Some(child.wait().map_or(1, shell_status));
+            }
             break;
         }
         publish(assembler.ready(Clock::monotonic_now_ns()), &mut summary);
