@@ -11,6 +11,7 @@ mod lab;
 mod outputs;
 mod shell;
 mod simulate;
+mod watch;
 mod workload_args;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -88,6 +89,29 @@ EXAMPLES:
   tcpstall lab --pattern proxy-split --rtt 20 --compare-sim   # root: delay line
   tcpstall lab --suite matrix --capture matrix.pcap       # closed loop and fidelity")]
     Lab(Box<lab::LabArgs>),
+    /// Watch this host live (eBPF): each stall as it ends, per process and socket; run a
+    /// command under watch and try a fix on it; export Prometheus metrics (root)
+    #[command(after_help = "\
+Needs root (or CAP_BPF and CAP_PERFMON), a kernel with BTF and Linux 6.3 or later
+(the sock:sock_send_length tracepoint); a command needs cgroup v2. Where these are
+missing it says so in one line: capture with tcpdump and use `tcpstall analyze`.
+Stalls are printed on standard output as they end; the summary follows on standard
+error (as `perf stat` does), or on standard output as the last object with --json.
+
+EXIT STATUS:
+  0  watching ended (Ctrl-C or --duration)
+  N  with -- CMD: the command's exit status (128+signal when killed)
+  2  watch cannot run here, or bad usage
+  127  with -- CMD: the command could not be started
+
+EXAMPLES:
+  tcpstall watch                                   # every process, until Ctrl-C
+  tcpstall watch --comm nginx --duration 60 --json
+  tcpstall watch -- ./client --server db:5432      # only this command and its children
+  tcpstall watch --fix nodelay -- ./client         # TCP_NODELAY on its sockets: does it help?
+  tcpstall watch --fix delack-max=8 -- ./server    # the delayed-ACK timer at most 8 ms
+  tcpstall watch --prometheus 9464                 # http://127.0.0.1:9464/metrics")]
+    Watch(Box<watch::WatchArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     #[command(after_help = "\
 EXAMPLES:
@@ -293,6 +317,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_ERROR)
             }
         },
+        Command::Watch(args) => watch::run(&args),
         Command::Simulate(args) => match simulate::run(&args).and_then(|out| simulate::print(&out))
         {
             Ok(()) => ExitCode::SUCCESS,

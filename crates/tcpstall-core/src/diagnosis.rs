@@ -160,6 +160,21 @@ pub enum FixKind {
     MoreInFlight,
 }
 
+impl FixKind {
+    /// A short name for reports that list fixes without their full text (`watch`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FixKind::OneWrite => "one-write",
+            FixKind::TwoInFlight => "two-in-flight",
+            FixKind::NoDelay => "tcp-nodelay",
+            FixKind::OneWriteNoDelay => "one-write-tcp-nodelay",
+            FixKind::Minshall => "minshall-nagle",
+            FixKind::AckAtOnce => "ack-at-once",
+            FixKind::MoreInFlight => "more-in-flight",
+        }
+    }
+}
+
 /// What a simulation of the connection's inferred scenario gives with a fix applied.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prediction {

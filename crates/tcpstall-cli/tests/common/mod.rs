@@ -5,6 +5,7 @@
 pub mod compress;
 pub mod pcap;
 pub mod verdicts;
+pub mod watch;
 
 use std::fs;
 use std::path::PathBuf;

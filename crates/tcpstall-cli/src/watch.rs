@@ -1,0 +1,332 @@
+//! `tcpstall watch`: wires the watch crate's loader, stall assembly, summary and
+//! Prometheus exporter into the command.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use tcpstall_watch::command::{CommandCgroup, shell_status};
+use tcpstall_watch::loader::{Fix, FixProgram, WatchConfig, Watcher};
+use tcpstall_watch::prometheus::{
+    DEFAULT_MAX_SERIES, Exporter, Metrics, ephemeral_port_start, parse_listen_address,
+};
+use tcpstall_watch::stall::{Stall, StallAssembler};
+use tcpstall_watch::summary::{Clock, FixOutcome, Summary, stall_json, stall_line};
+use tcpstall_watch::support::Host;
+
+/// Exit status when watching cannot start (as for unusable input).
+const EXIT_CANNOT_RUN: u8 = 2;
+/// How often the event ring buffer is drained when idle.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+#[derive(Args)]
+pub struct WatchArgs {
+    /// Only stalls where this process is the holder or the delayer (repeatable)
+    #[arg(long, value_name = "PID")]
+    pid: Vec<u32>,
+    /// Only stalls on connections with this local or remote port (repeatable)
+    #[arg(long, value_name = "PORT")]
+    port: Vec<u16>,
+    /// Only stalls where a process of this name (as in /proc/PID/comm, at most 15
+    /// characters) is the holder or the delayer (repeatable)
+    #[arg(long, value_name = "NAME")]
+    comm: Vec<String>,
+    /// Stop after this many seconds [default: until Ctrl-C, or until the command exits]
+    #[arg(long, value_name = "SECONDS", conflicts_with = "command")]
+    duration: Option<f64>,
+    /// One JSON object per line: each stall as it ends, then the summary
+    #[arg(long)]
+    json: bool,
+    /// Count a hold as a stall from this long, ms
+    #[arg(long, value_name = "MS", default_value_t = 2.0)]
+    min_stall: f64,
+    /// With -- CMD: set an option on each of the command's TCP connections from a sockops
+    /// program on its cgroup: `nodelay` (TCP_NODELAY, the holder's fix) or
+    /// `delack-max=MS` (TCP_BPF_DELACK_MAX, the delayed-ACK timer at most MS, 8 or more
+    /// on a 250 Hz kernel)
+    #[arg(long, value_name = "FIX", value_parser = parse_fix, requires = "command")]
+    fix: Option<Fix>,
+    /// Serve metrics at http://ADDR/metrics (Prometheus text format); a bare port binds
+    /// 127.0.0.1 [default: off]
+    #[arg(long, value_name = "ADDR")]
+    prometheus: Option<String>,
+    /// Most label sets (comm, local port, role) the metrics keep; later ones are counted
+    /// as comm="other"
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SERIES)]
+    max_series: usize,
+    /// Run this command in a cgroup of its own, watch only it and its children, and exit
+    /// with its status
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+fn parse_fix(text: &str) -> Result<Fix, String> {
+    if text == "nodelay" {
+        return Ok(Fix::NoDelay);
+    }
+    if let Some(ms) = text.strip_prefix("delack-max=") {
+        let ms: f64 = ms
+            .parse()
+            .map_err(|_| format!("delack-max={ms}: not a number of milliseconds"))?;
+        if !(ms.is_finite() && ms > 0.0 && ms <= 1000.0) {
+            return Err("delack-max takes 0 < MS <= 1000".into());
+        }
+        return Ok(Fix::DelayedAckMax(Duration::from_secs_f64(ms / 1e3)));
+    }
+    Err(format!("unknown fix {text:?}: nodelay or delack-max=MS"))
+}
+
+/// What a stall must match to be reported.
+struct Filters<'a> {
+    args: &'a WatchArgs,
+}
+
+impl Filters<'_> {
+    fn keep(&self, stall: &Stall) -> bool {
+        let processes = std::iter::once(&stall.holder).chain(stall.delayer.process.as_ref());
+        let pid_ok =
+            self.args.pid.is_empty() || processes.clone().any(|p| self.args.pid.contains(&p.pid));
+        let comm_ok = self.args.comm.is_empty()
+            || processes.clone().any(|p| self.args.comm.contains(&p.comm));
+        let port_ok = self.args.port.is_empty()
+            || [stall.local.port(), stall.remote.port()]
+                .iter()
+                .any(|p| self.args.port.contains(p));
+        pid_ok && comm_ok && port_ok
+    }
+}
+
+fn cannot_run(what: &str) -> ExitCode {
+    eprintln!(
+        "tcpstall watch: cannot run here: {what}; use `tcpstall analyze` on a capture instead (tcpdump -w capture.pcap)"
+    );
+    ExitCode::from(EXIT_CANNOT_RUN)
+}
+
+pub fn run(args: &WatchArgs) -> ExitCode {
+    if let Some(d) = args.duration
+        && !(d.is_finite() && d > 0.0)
+    {
+        eprintln!("tcpstall watch: --duration must be a positive number of seconds");
+        return ExitCode::from(EXIT_CANNOT_RUN);
+    }
+    if !(args.min_stall.is_finite() && args.min_stall >= 0.0) {
+        eprintln!("tcpstall watch: --min-stall must be a number of milliseconds, 0 or more");
+        return ExitCode::from(EXIT_CANNOT_RUN);
+    }
+    let listen = match args.prometheus.as_deref().map(parse_listen_address) {
+        Some(Err(e)) => {
+            eprintln!("tcpstall watch: --prometheus {e}");
+            return ExitCode::from(EXIT_CANNOT_RUN);
+        }
+        Some(Ok(address)) => Some(address),
+        None => None,
+    };
+    let run_command = !args.command.is_empty();
+    let host = Host::detect();
+    if let Some(missing) = host.missing(run_command) {
+        return cannot_run(&missing);
+    }
+    let cgroup = match (run_command, &host.cgroup2_root) {
+        (true, Some(root)) => match CommandCgroup::create(root) {
+            Ok(cgroup) => Some(cgroup),
+            Err(e) => {
+                return cannot_run(&format!(
+                    "cannot create a cgroup under {}: {e}",
+                    root.display()
+                ));
+            }
+        },
+        _ => None,
+    };
+    let min_stall = Duration::from_secs_f64(args.min_stall / 1e3);
+    let mut watcher = match Watcher::attach(WatchConfig {
+        cgroup: cgroup.as_ref().map(CommandCgroup::id),
+        delack_timer_address: host.delack_timer_address.unwrap_or(0),
+        min_hold: min_stall.min(Duration::from_millis(1)),
+    }) {
+        Ok(w) => w,
+        Err(e) => return cannot_run(&e.to_string()),
+    };
+    let fix_program = match (args.fix, &cgroup) {
+        (Some(fix), Some(cgroup)) => match FixProgram::attach(fix, cgroup.directory()) {
+            Ok(p) => Some((fix, p)),
+            Err(e) => return cannot_run(&format!("the sockops fix: {e}")),
+        },
+        _ => None,
+    };
+    let metrics = Arc::new(Mutex::new(Metrics::new(
+        args.max_series,
+        ephemeral_port_start(),
+    )));
+    let _exporter = match listen {
+        Some(address) => match Exporter::start(address, Arc::clone(&metrics)) {
+            Ok(exporter) => {
+                eprintln!(
+                    "tcpstall watch: metrics at http://{}/metrics",
+                    exporter.address
+                );
+                Some(exporter)
+            }
+            Err(e) => {
+                eprintln!("tcpstall watch: --prometheus: cannot listen on {e}");
+                return ExitCode::from(EXIT_CANNOT_RUN);
+            }
+        },
+        None => None,
+    };
+
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let interrupted = Arc::clone(&interrupted);
+        // With a command, Ctrl-C reaches it too: watching goes on until it exits.
+        if let Err(e) = ctrlc::set_handler(move || interrupted.store(true, Ordering::SeqCst)) {
+            eprintln!("tcpstall watch: warning: cannot handle Ctrl-C: {e}");
+        }
+    }
+    let mut child = match &cgroup {
+        Some(cgroup) => match cgroup.spawn(&args.command) {
+            Ok(child) => Some(child),
+            Err(e) => {
+                eprintln!(
+                    "tcpstall watch: cannot run {}: {e}",
+                    args.command[0].to_string_lossy()
+                );
+                return ExitCode::from(127);
+            }
+        },
+        None => {
+            if !args.json {
+                eprintln!(
+                    "tcpstall watch: watching every TCP connection on this host{} (Ctrl-C to stop)",
+                    args.duration
+                        .map_or(String::new(), |d| format!(" for {d} s"))
+                );
+            }
+            None
+        }
+    };
+
+    let clock = Clock::new();
+    let started = Instant::now();
+    let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
+    let filters = Filters { args };
+    let mut assembler = StallAssembler::new(min_stall.as_nanos() as u64);
+    let mut summary = Summary::default();
+    let mut undecodable = 0u64;
+    let stdout = std::io::stdout();
+    let mut exit_status = None;
+    let publish = |stalls: Vec<Stall>, summary: &mut Summary| {
+        let mut out = stdout.lock();
+        for stall in stalls.iter().filter(|s| filters.keep(s)) {
+            summary.add(stall);
+            if let Ok(mut m) = metrics.lock() {
+                m.record(stall);
+            }
+            let line = if args.json {
+                stall_json(stall, &clock).to_string()
+            } else {
+                stall_line(stall, &clock)
+            };
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
+    };
+    loop {
+        if let Err(e) = watcher.poll(POLL_INTERVAL, |event| match event {
+            Ok(event) => assembler.push(event),
+            Err(_) => undecodable += 1,
+        }) {
+            eprintln!("tcpstall watch: {e}");
+            // Watching stops; the command still runs to its end and gives the status.
+            if let Some(child) = child.as_mut() {
+                exit_status = Some(child.wait().map_or(1, shell_status));
+            }
+            break;
+        }
+        publish(assembler.ready(Clock::monotonic_now_ns()), &mut summary);
+        if let Ok(mut m) = metrics.lock() {
+            m.set_events_lost(watcher.lost_events());
+        }
+        if let Some(child) = child.as_mut() {
+            match child.try_wait() {
+                Ok(Some(status)) => {
+                    exit_status = Some(shell_status(status));
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    eprintln!("tcpstall watch: waiting for the command: {e}");
+                    exit_status = Some(1);
+                    break;
+                }
+            }
+        } else if interrupted.load(Ordering::SeqCst)
+            || deadline.is_some_and(|d| Instant::now() >= d)
+        {
+            break;
+        }
+    }
+    // The last ACKs of the command's connections may still be in the ring buffer.
+    let _ = watcher.poll(Duration::ZERO, |event| {
+        if let Ok(event) = event {
+            assembler.push(event)
+        }
+    });
+    publish(assembler.finish(), &mut summary);
+    let fix = fix_program.map(|(fix, program)| {
+        let (sockets, refused) = program.counts();
+        FixOutcome {
+            name: fix.name(),
+            option: fix.describe(),
+            sockets,
+            refused,
+        }
+    });
+    let watched = started.elapsed().as_nanos() as u64;
+    let lost = watcher.lost_events();
+    if undecodable > 0 {
+        eprintln!("tcpstall watch: warning: {undecodable} kernel records could not be decoded");
+    }
+    let command_pid = child.as_ref().map(|c| c.id());
+    if args.json {
+        let mut report = summary.json(watched, assembler.short_holds, lost, fix.as_ref());
+        if let (Some(pid), Some(status)) = (command_pid, exit_status) {
+            report["command"] = serde_json::json!({"pid": pid, "exit_status": status});
+        }
+        println!("{report}");
+    } else {
+        // After the command's own output, on the terminal.
+        eprint!(
+            "\n{}",
+            summary.text(watched, assembler.short_holds, lost, fix.as_ref())
+        );
+        if let (Some(pid), Some(status)) = (command_pid, exit_status) {
+            eprintln!("command (pid {pid}) exited with status {status}");
+        }
+    }
+    drop(watcher);
+    drop(cgroup);
+    ExitCode::from(exit_status.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixes_as_typed() {
+        assert_eq!(parse_fix("nodelay"), Ok(Fix::NoDelay));
+        assert_eq!(
+            parse_fix("delack-max=8"),
+            Ok(Fix::DelayedAckMax(Duration::from_millis(8)))
+        );
+        assert!(parse_fix("delack-max=0").is_err());
+        assert!(parse_fix("delack-max=x").is_err());
+        assert!(parse_fix("quickack").is_err());
+    }
+}

@@ -1,0 +1,79 @@
+//! What the `watch` tests share: whether this host can watch, the echo_pair example as a
+//! workload, free loopback ports, retries for timing noise.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Effective root (CAP_SYS_ADMIN in CapEff).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("CapEff:"))
+                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 21) != 0)
+}
+
+/// `Some(())` when `tcpstall watch` can run here; otherwise prints why `what` is skipped.
+pub fn can_watch(what: &str) -> Option<()> {
+    if !is_root() {
+        eprintln!("skipped {what}: needs root");
+        return None;
+    }
+    if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        eprintln!("skipped {what}: the kernel has no BTF");
+        return None;
+    }
+    let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    if !kallsyms.contains(" __traceiter_sock_send_length\n") {
+        eprintln!("skipped {what}: the kernel lacks sock:sock_send_length (Linux 6.3+)");
+        return None;
+    }
+    Some(())
+}
+
+/// The echo_pair example beside the tcpstall binary (cargo test builds the examples);
+/// built when a narrower test command did not.
+pub fn echo_pair() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_tcpstall"));
+    let path = bin
+        .parent()
+        .expect("target directory")
+        .join("examples")
+        .join("echo_pair");
+    if !path.exists() {
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "-p", "tcpstall-cli", "--example", "echo_pair"]);
+        if bin.components().any(|c| c.as_os_str() == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo");
+        assert!(status.success(), "building the echo_pair example");
+    }
+    path
+}
+
+/// A loopback port free at the time of asking.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Runs `check` up to three times; passes on the first success (timing under load).
+pub fn with_retries(what: &str, mut check: impl FnMut() -> Result<(), String>) {
+    let mut last = String::new();
+    for attempt in 1..=3 {
+        match check() {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("{what}: attempt {attempt} failed: {e}");
+                last = e;
+            }
+        }
+    }
+    panic!("{what}: failed three times; last: {last}");
+}

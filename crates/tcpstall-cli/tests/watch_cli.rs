@@ -1,0 +1,200 @@
+//! `tcpstall watch` through the real binary, on this kernel. Watching needs root (or
+//! CAP_BPF and CAP_PERFMON), BTF and Linux 6.3 or later: without them these tests print
+//! what they skip and pass. The workload is the echo_pair example (the seed 002 client
+//! and its echo server), and its own round-trip times are the reference.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::watch::{can_watch, echo_pair, free_port, with_retries};
+
+fn tcpstall(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+        .args(args)
+        .output()
+        .expect("run tcpstall")
+}
+
+/// The watch report of `echo_pair MODE ROUNDS PORT` run under `watch --json [extra]`:
+/// the program's round-trip times (ms), the stalls, and the summary.
+struct Watched {
+    round_trips_ms: Vec<f64>,
+    stalls: Vec<serde_json::Value>,
+    summary: serde_json::Value,
+}
+
+fn watch_echo_pair(extra: &[&str], mode: &str, rounds: u32) -> Result<Watched, String> {
+    let echo: PathBuf = echo_pair();
+    let port = free_port().to_string();
+    let rounds = rounds.to_string();
+    let mut args = vec!["watch", "--json"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", echo.to_str().unwrap(), mode, &rounds, &port]);
+    let out = tcpstall(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "watch failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let mut watched = Watched {
+        round_trips_ms: Vec::new(),
+        stalls: Vec::new(),
+        summary: serde_json::Value::Null,
+    };
+    for line in stdout.lines() {
+        if let Some(rest) = line.strip_prefix("RTT: ") {
+            let ms = rest.split_whitespace().next().unwrap_or("");
+            watched
+                .round_trips_ms
+                .push(ms.parse().map_err(|_| format!("bad line {line}"))?);
+        } else if line.starts_with('{') {
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| format!("{e}: {line}"))?;
+            match v["type"].as_str() {
+                Some("stall") => watched.stalls.push(v),
+                Some("summary") => watched.summary = v,
+                _ => return Err(format!("unknown object {line}")),
+            }
+        }
+    }
+    if watched.summary.is_null() {
+        return Err(format!("no summary\n{stdout}"));
+    }
+    Ok(watched)
+}
+
+#[test]
+fn every_stalled_round_trip_is_reported_with_the_client_as_holder() {
+    let Some(()) = can_watch("watch on a two-writes client") else {
+        return;
+    };
+    with_retries("two writes under watch", || {
+        let w = watch_echo_pair(&[], "two-writes", 20)?;
+        let slow = w.round_trips_ms.iter().filter(|&&ms| ms > 20.0).count() as i64;
+        let reported = w.stalls.len() as i64;
+        if w.round_trips_ms.len() != 20 || slow < 15 {
+            return Err(format!("the workload itself: {:?}", w.round_trips_ms));
+        }
+        if (reported - slow).abs() > 1 {
+            return Err(format!(
+                "{reported} stalls reported, {slow} slow round trips"
+            ));
+        }
+        let pid = w.summary["command"]["pid"]
+            .as_u64()
+            .ok_or("no command pid")?;
+        for stall in &w.stalls {
+            if stall["class"] != "nagle-delayed-ack"
+                || stall["holder"]["pid"].as_u64() != Some(pid)
+                || stall["holder"]["comm"] != "echo_pair"
+                || stall["evidence"] != "timer-seen"
+            {
+                return Err(format!(
+                    "stall not as expected (command pid {pid}): {stall}"
+                ));
+            }
+        }
+        if w.summary["total"]["stalls"].as_i64() != Some(reported) {
+            return Err(format!("summary disagrees: {}", w.summary));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn fix_nodelay_removes_every_stall() {
+    let Some(()) = can_watch("watch --fix nodelay") else {
+        return;
+    };
+    with_retries("two writes under watch --fix nodelay", || {
+        let w = watch_echo_pair(&["--fix", "nodelay"], "two-writes", 20)?;
+        if !w.stalls.is_empty() {
+            return Err(format!("{} stalls with the fix", w.stalls.len()));
+        }
+        if w.round_trips_ms.len() != 20 || w.round_trips_ms.iter().any(|&ms| ms >= 1.0) {
+            return Err(format!(
+                "round trips not all under 1 ms: {:?}",
+                w.round_trips_ms
+            ));
+        }
+        let fix = &w.summary["fix"];
+        if fix["fix"] != "nodelay" || fix["sockets"].as_u64().unwrap_or(0) < 1 {
+            return Err(format!("fix not reported: {}", w.summary));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn fix_delack_max_shortens_the_stalls() {
+    let Some(()) = can_watch("watch --fix delack-max") else {
+        return;
+    };
+    with_retries("two writes under watch --fix delack-max=10", || {
+        let w = watch_echo_pair(&["--fix", "delack-max=10"], "two-writes", 20)?;
+        let longest = w.summary["total"]["longest_ms"]
+            .as_f64()
+            .unwrap_or(f64::MAX);
+        if longest >= 30.0 {
+            return Err(format!("longest stall {longest} ms with a 10 ms timer"));
+        }
+        if w.summary["fix"]["sockets"].as_u64().unwrap_or(0) < 1 {
+            return Err(format!("fix not reported: {}", w.summary));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn exits_with_the_commands_status() {
+    let Some(()) = can_watch("watch's exit status") else {
+        return;
+    };
+    let out = tcpstall(&["watch", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn without_privilege_one_line_says_what_is_missing() {
+    // As root, the same binary run as nobody; otherwise as we are.
+    let out = if common::watch::is_root() {
+        match Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_tcpstall"))
+            .args(["watch", "--duration", "1"])
+            .output()
+        {
+            Ok(out) => out,
+            Err(_) => {
+                eprintln!("skipped: setpriv (util-linux) not installed");
+                return;
+            }
+        }
+    } else {
+        tcpstall(&["watch", "--duration", "1"])
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cannot run here: needs root"), "{stderr}");
+    assert!(stderr.contains("tcpstall analyze"), "{stderr}");
+}
+
+#[test]
+fn bad_usage_is_one_line_and_exit_2() {
+    for args in [
+        &["watch", "--fix", "nodelay"][..],
+        &["watch", "--fix", "quickack", "--", "true"],
+        &["watch", "--prometheus", "nowhere", "--duration", "1"],
+        &["watch", "--duration", "-1"],
+        &["watch", "--duration", "1", "--", "true"],
+    ] {
+        let out = tcpstall(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    }
+}

@@ -1,0 +1,148 @@
+//! A real Prometheus server (Debian's `prometheus` package; .ci/run installs it) scrapes
+//! `tcpstall watch --prometheus` while a two-writes workload stalls, and its HTTP API
+//! must return the stall counter. Skipped with a message without root, BTF or the
+//! `prometheus` binary.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::TempDir;
+use common::watch::{can_watch, echo_pair, free_port};
+
+/// Kills (SIGKILL) and reaps a child this test started, whatever the test's outcome.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// GET over HTTP/1.0; the body, or `None` when the server does not answer (yet).
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    conn.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.contains(" 200 ").then(|| body.to_string())
+}
+
+/// Polls `probe` every 250 ms until it gives a value or `limit` passes.
+fn wait_for<T>(limit: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if let Some(v) = probe() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    None
+}
+
+#[test]
+fn prometheus_scrapes_the_stall_counter() {
+    let Some(()) = can_watch("the Prometheus integration test") else {
+        return;
+    };
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "skipped the Prometheus integration test: `prometheus` not installed (apt-get install prometheus)"
+        );
+        return;
+    }
+    let dir = TempDir::new("watch_prometheus", "scrape");
+    let (metrics_port, prometheus_port, echo_port) = (free_port(), free_port(), free_port());
+
+    // watch, filtered on the workload's port, serving metrics.
+    let watch = Reaped(
+        Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+            .args(["watch", "--json", "--duration", "60"])
+            .args(["--port", &echo_port.to_string()])
+            .args(["--prometheus", &metrics_port.to_string()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start tcpstall watch"),
+    );
+    wait_for(Duration::from_secs(10), || {
+        http_get(metrics_port, "/metrics")
+    })
+    .expect("watch serves /metrics");
+
+    let config = dir.0.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tcpstall\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+        ),
+    )
+    .expect("write prometheus.yml");
+    let _prometheus = Reaped(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus"),
+    );
+    wait_for(Duration::from_secs(30), || {
+        http_get(prometheus_port, "/-/ready")
+    })
+    .expect("prometheus ready");
+
+    // The stalling workload: the program's own count of slow round trips.
+    let out = Command::new(echo_pair())
+        .args(["two-writes", "40", &echo_port.to_string()])
+        .output()
+        .expect("run echo_pair");
+    let slow = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("RTT: ")?
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .filter(|&ms| ms > 20.0)
+        .count() as f64;
+    assert!(slow >= 30.0, "the workload did not stall: {out:?}");
+
+    // Prometheus's own answer, once it has scraped the counter after the workload.
+    let query = "/api/v1/query?query=sum(tcpstall_stalls_total%7Brole%3D%22holder%22%2Ccomm%3D%22echo_pair%22%7D)";
+    let mut last = None;
+    let counted = wait_for(Duration::from_secs(30), || {
+        let body = http_get(prometheus_port, query)?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let value: f64 = v["data"]["result"][0]["value"][1].as_str()?.parse().ok()?;
+        last = Some(value);
+        ((value - slow).abs() <= 1.0).then_some(value)
+    });
+    assert!(
+        counted.is_some(),
+        "Prometheus's tcpstall_stalls_total: {last:?}, the program's slow round trips: {slow}"
+    );
+    // The stalled-seconds counter and the histogram came through the same scrape.
+    let seconds = http_get(
+        prometheus_port,
+        "/api/v1/query?query=sum(tcpstall_stalled_seconds_total%7Brole%3D%22holder%22%7D)",
+    )
+    .expect("query stalled seconds");
+    assert!(seconds.contains("\"status\":\"success\""), "{seconds}");
+    drop(watch);
+}

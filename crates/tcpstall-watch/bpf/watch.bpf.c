@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/* tcpstall watch: reports each Nagle hold that ends, and each delayed-ACK timer that
+ * fires with an ACK pending. Tracepoints only (tp_btf), no kprobes:
+ *   sock:sock_send_length  after a send, in the sender's process: bytes Nagle held
+ *   tcp:tcp_probe          an incoming segment: its ACK may release the held bytes
+ *   timer:timer_expire_entry  the delayed-ACK timer fired (filtered on its function)
+ *   tcp:tcp_destroy_sock   clean-up
+ * The layout of struct watch_event is mirrored in src/event.rs. */
+#include "kernel_types.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_tracing.h>
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+/* include/net/tcp.h */
+#define TCP_NAGLE_OFF 1
+#define TCP_NAGLE_CORK 2
+/* include/net/inet_connection_sock.h: the delayed-ACK timer has an ACK to send */
+#define ICSK_ACK_TIMER 2
+
+#define EVENT_NAGLE_HOLD 1
+#define EVENT_DELACK_FIRED 2
+
+/* Set by the loader before the programs load. */
+volatile const __u64 target_cgroup = 0;  /* 0: every cgroup */
+volatile const __u64 delack_timer_fn = 0; /* address of tcp_delack_timer */
+volatile const __u64 min_hold_ns = 1000000;
+
+struct hold {
+	__u64 start_ns;
+	__u32 release_seq;
+	__u32 held_bytes;
+	__u32 pid;
+	__u32 mss;
+	__u64 cgroup;
+	char comm[16];
+};
+
+struct owner {
+	__u32 pid;
+	__u32 pad;
+	char comm[16];
+};
+
+struct watch_event {
+	__u32 kind;
+	__u32 pid;
+	__u64 start_ns;
+	__u64 end_ns;
+	__u64 cgroup;
+	__u32 held_bytes;
+	__u32 srtt_us;
+	__u32 mss;
+	__u16 family;
+	__u16 local_port;
+	__u16 remote_port;
+	__u16 pad;
+	__u8 local_addr[16];
+	__u8 remote_addr[16];
+	char comm[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct hold);
+} holds SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct owner);
+} owners SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* Index 0: holds in the map, so that the hot paths skip the hash lookup when none is
+ * (evicted entries are not subtracted: that only costs a lookup). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __s64);
+} pending_holds SEC(".maps");
+
+/* Index 0: events lost because the ring buffer was full. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+static __always_inline void fill_endpoints(struct watch_event *e, struct sock *sk)
+{
+	e->family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	e->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->remote_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (e->family == AF_INET6) {
+		BPF_CORE_READ_INTO(&e->local_addr, sk, __sk_common.skc_v6_rcv_saddr);
+		BPF_CORE_READ_INTO(&e->remote_addr, sk, __sk_common.skc_v6_daddr);
+	} else {
+		__be32 local = BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr);
+		__be32 remote = BPF_CORE_READ(sk, __sk_common.skc_daddr);
+		__builtin_memcpy(e->local_addr, &local, 4);
+		__builtin_memcpy(e->remote_addr, &remote, 4);
+	}
+}
+
+static __always_inline __s64 *pending_count(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&pending_holds, &zero);
+}
+
+static __always_inline void forget_hold(__u64 *key)
+{
+	if (bpf_map_delete_elem(&holds, key) == 0) {
+		__s64 *pending = pending_count();
+		if (pending)
+			__sync_fetch_and_add(pending, -1);
+	}
+}
+
+static __always_inline struct watch_event *reserve_event(void)
+{
+	struct watch_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		__u32 zero = 0;
+		__u64 *count = bpf_map_lookup_elem(&lost, &zero);
+		if (count)
+			__sync_fetch_and_add(count, 1);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	return e;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
+{
+	if (ret <= 0)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	__u32 mss = tp->mss_cache;
+	if ((__u32)ret >= mss)
+		return 0; /* a bulk send: neither a request nor a reply, nothing for Nagle */
+	__u64 cgroup = 0;
+	if (target_cgroup) {
+		cgroup = bpf_get_current_cgroup_id();
+		if (cgroup != target_cgroup)
+			return 0;
+	}
+	__u64 key = (__u64)sk;
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	/* Who sends small messages on this socket: named as the delayer when its
+	 * delayed-ACK timer holds a peer. */
+	struct owner *known = bpf_map_lookup_elem(&owners, &key);
+	if (!known || known->pid != pid) {
+		struct owner fresh = { .pid = pid };
+		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
+		bpf_map_update_elem(&owners, &key, &fresh, BPF_ANY);
+	}
+
+	__u32 write_seq = tp->write_seq;
+	__u32 snd_nxt = tp->snd_nxt;
+	__u32 snd_una = tp->snd_una;
+	__u32 snd_sml = tp->snd_sml;
+	__u32 nonagle = BPF_CORE_READ_BITFIELD(tp, nonagle);
+	__s32 held = (__s32)(write_seq - snd_nxt);
+
+	if (nonagle & (TCP_NAGLE_OFF | TCP_NAGLE_CORK))
+		return 0;
+	/* Nagle holds only a segment smaller than the MSS (RFC 896) ... */
+	if (held <= 0 || (__u32)held >= mss || tp->packets_out == 0)
+		return 0;
+	/* ... and Linux only while its last small segment is unacknowledged
+	 * (tcp_minshall_check). */
+	if ((__s32)(snd_sml - snd_una) <= 0 || (__s32)(snd_sml - snd_nxt) > 0)
+		return 0;
+	/* Past the peer's window it is flow control, not Nagle. */
+	if ((__s32)(write_seq - (snd_una + tp->snd_wnd)) > 0)
+		return 0;
+
+	struct hold hold = {
+		.start_ns = bpf_ktime_get_ns(),
+		.release_seq = snd_sml,
+		.held_bytes = held,
+		.pid = pid,
+		.mss = mss,
+		.cgroup = cgroup,
+	};
+	bpf_get_current_comm(hold.comm, sizeof(hold.comm));
+	/* The first held byte's wait is measured: a hold already there stays. */
+	if (bpf_map_update_elem(&holds, &key, &hold, BPF_NOEXIST) == 0) {
+		__s64 *pending = pending_count();
+		if (pending)
+			__sync_fetch_and_add(pending, 1);
+	}
+	return 0;
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(on_segment_in, struct sock *sk, const struct sk_buff *skb)
+{
+	__s64 *pending = pending_count();
+	if (pending && *pending <= 0)
+		return 0;
+	__u64 key = (__u64)sk;
+	struct hold *hold = bpf_map_lookup_elem(&holds, &key);
+	if (!hold)
+		return 0;
+	/* tcp_rcv_established: skb->data is the TCP header. */
+	struct tcphdr *th = (struct tcphdr *)skb->data;
+	__be32 ack_be = 0;
+	if (bpf_probe_read_kernel(&ack_be, sizeof(ack_be), &th->ack_seq))
+		return 0;
+	__u32 ack = bpf_ntohl(ack_be);
+	if ((__s32)(ack - hold->release_seq) < 0)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - hold->start_ns >= min_hold_ns) {
+		struct watch_event *e = reserve_event();
+		if (e) {
+			e->kind = EVENT_NAGLE_HOLD;
+			e->pid = hold->pid;
+			e->start_ns = hold->start_ns;
+			e->end_ns = now;
+			e->cgroup = hold->cgroup;
+			e->held_bytes = hold->held_bytes;
+			e->mss = hold->mss;
+			struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+			if (tp)
+				e->srtt_us = tp->srtt_us >> 3;
+			__builtin_memcpy(e->comm, hold->comm, sizeof(e->comm));
+			fill_endpoints(e, sk);
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	forget_hold(&key);
+	return 0;
+}
+
+static __always_inline __u64 delack_timer_owner(struct timer_list *timer)
+{
+	if (!delack_timer_fn || (__u64)timer->function != delack_timer_fn)
+		return 0;
+	return (__u64)timer - bpf_core_field_offset(struct inet_connection_sock, icsk_delack_timer);
+}
+
+SEC("tp_btf/timer_expire_entry")
+int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
+{
+	__u64 key = delack_timer_owner(timer);
+	if (!key)
+		return 0;
+	struct inet_connection_sock *icsk = (struct inet_connection_sock *)key;
+	if (!(BPF_CORE_READ(icsk, icsk_ack.pending) & ICSK_ACK_TIMER))
+		return 0;
+	struct watch_event *e = reserve_event();
+	if (!e)
+		return 0;
+	e->kind = EVENT_DELACK_FIRED;
+	e->end_ns = bpf_ktime_get_ns();
+	struct owner *owner = bpf_map_lookup_elem(&owners, &key);
+	if (owner) {
+		e->pid = owner->pid;
+		__builtin_memcpy(e->comm, owner->comm, sizeof(e->comm));
+	}
+	fill_endpoints(e, (struct sock *)key);
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+SEC("tp_btf/tcp_destroy_sock")
+int BPF_PROG(on_destroy, struct sock *sk)
+{
+	__u64 key = (__u64)sk;
+	forget_hold(&key);
+	bpf_map_delete_elem(&owners, &key);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,20 @@
+//! `tcpstall watch`: live detection of Nagle x delayed-ACK stalls on this Linux host.
+//!
+//! The data flow, one module per step:
+//! - [`objects`]: the eBPF programs (C sources and compiled CO-RE objects in `bpf/`);
+//! - [`support`]: what the host must offer (privilege, BTF, tracepoints, cgroup v2);
+//! - [`loader`]: loads and attaches them, and the sockops fix on a cgroup;
+//! - [`event`]: decodes the records the programs write to their ring buffer;
+//! - [`stall`]: joins a Nagle hold with the peer's delayed-ACK timer into a stall;
+//! - [`summary`]: totals per process and per connection, as text or JSON;
+//! - [`prometheus`]: the metrics endpoint;
+//! - [`command`]: runs a command in a cgroup of its own.
+
+pub mod command;
+pub mod event;
+pub mod loader;
+pub mod objects;
+pub mod prometheus;
+pub mod stall;
+pub mod summary;
+pub mod support;

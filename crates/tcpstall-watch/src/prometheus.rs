@@ -1,0 +1,321 @@
+//! The metrics endpoint: `GET /metrics` in the Prometheus text exposition format
+//! (version 0.0.4), every name starting with `tcpstall_`.
+//!
+//! Labels are `comm`, `local_port` and `role` (holder or delayer). Their cardinality is
+//! bounded twice: a local port in the kernel's ephemeral range
+//! (net.ipv4.ip_local_port_range) is labelled `ephemeral`, since a client's port changes
+//! with every connection; and past `max_series` label sets, new ones are counted under
+//! `comm="other", local_port="other"`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crate::stall::Stall;
+
+/// Upper bounds of the stall-duration histogram, seconds: around the delayed-ACK timers
+/// of Linux (40 ms), FreeBSD (100 ms) and Windows/AIX (200 ms).
+pub const DURATION_BUCKETS: [f64; 10] = [0.005, 0.01, 0.02, 0.04, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0];
+/// Default bound on label sets.
+pub const DEFAULT_MAX_SERIES: usize = 500;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Labels {
+    comm: String,
+    local_port: String,
+    role: &'static str,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Series {
+    stalls: u64,
+    stalled_ns: u64,
+    buckets: [u64; DURATION_BUCKETS.len()],
+}
+
+/// The counters behind the endpoint.
+#[derive(Debug)]
+pub struct Metrics {
+    series: BTreeMap<Labels, Series>,
+    max_series: usize,
+    ephemeral_from: u16,
+    events_lost: u64,
+}
+
+/// The first port of the ephemeral range (net.ipv4.ip_local_port_range), or Linux's
+/// default 32768.
+pub fn ephemeral_port_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
+impl Metrics {
+    pub fn new(max_series: usize, ephemeral_from: u16) -> Metrics {
+        Metrics {
+            series: BTreeMap::new(),
+            max_series: max_series.max(1),
+            ephemeral_from,
+            events_lost: 0,
+        }
+    }
+
+    fn port_label(&self, port: u16) -> String {
+        if port >= self.ephemeral_from {
+            "ephemeral".into()
+        } else {
+            port.to_string()
+        }
+    }
+
+    fn series_for(&mut self, labels: Labels) -> &mut Series {
+        let labels = if self.series.contains_key(&labels) || self.series.len() < self.max_series {
+            labels
+        } else {
+            Labels {
+                comm: "other".into(),
+                local_port: "other".into(),
+                role: labels.role,
+            }
+        };
+        self.series.entry(labels).or_default()
+    }
+
+    /// Counts a stall for its holder and, when its process is known, its delayer.
+    pub fn record(&mut self, stall: &Stall) {
+        let seconds = stall.duration_ns as f64 / 1e9;
+        let mut sides = vec![Labels {
+            comm: stall.holder.comm.clone(),
+            local_port: self.port_label(stall.local.port()),
+            role: "holder",
+        }];
+        if let Some(p) = &stall.delayer.process {
+            sides.push(Labels {
+                comm: p.comm.clone(),
+                local_port: self.port_label(stall.delayer.endpoint.port()),
+                role: "delayer",
+            });
+        }
+        for labels in sides {
+            let series = self.series_for(labels);
+            series.stalls += 1;
+            series.stalled_ns += stall.duration_ns;
+            for (bucket, bound) in series.buckets.iter_mut().zip(DURATION_BUCKETS) {
+                if seconds <= bound {
+                    *bucket += 1;
+                }
+            }
+        }
+    }
+
+    pub fn set_events_lost(&mut self, lost: u64) {
+        self.events_lost = lost;
+    }
+
+    /// The exposition text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let label_text = |l: &Labels| {
+            format!(
+                "comm=\"{}\",local_port=\"{}\",role=\"{}\"",
+                escape(&l.comm),
+                escape(&l.local_port),
+                l.role
+            )
+        };
+        out.push_str("# HELP tcpstall_stalls_total Stalls that ended: Nagle held data until a delayed ACK released it.\n");
+        out.push_str("# TYPE tcpstall_stalls_total counter\n");
+        for (l, s) in &self.series {
+            let _ = writeln!(
+                out,
+                "tcpstall_stalls_total{{{}}} {}",
+                label_text(l),
+                s.stalls
+            );
+        }
+        out.push_str("# HELP tcpstall_stalled_seconds_total Time spent in those stalls.\n");
+        out.push_str("# TYPE tcpstall_stalled_seconds_total counter\n");
+        for (l, s) in &self.series {
+            let _ = writeln!(
+                out,
+                "tcpstall_stalled_seconds_total{{{}}} {}",
+                label_text(l),
+                s.stalled_ns as f64 / 1e9
+            );
+        }
+        out.push_str("# HELP tcpstall_stall_duration_seconds How long each stall lasted.\n");
+        out.push_str("# TYPE tcpstall_stall_duration_seconds histogram\n");
+        for (l, s) in &self.series {
+            let labels = label_text(l);
+            for (count, bound) in s.buckets.iter().zip(DURATION_BUCKETS) {
+                let _ = writeln!(
+                    out,
+                    "tcpstall_stall_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "tcpstall_stall_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                s.stalls
+            );
+            let _ = writeln!(
+                out,
+                "tcpstall_stall_duration_seconds_sum{{{labels}}} {}",
+                s.stalled_ns as f64 / 1e9
+            );
+            let _ = writeln!(
+                out,
+                "tcpstall_stall_duration_seconds_count{{{labels}}} {}",
+                s.stalls
+            );
+        }
+        out.push_str("# HELP tcpstall_events_lost_total Kernel events dropped because the ring buffer was full.\n");
+        out.push_str("# TYPE tcpstall_events_lost_total counter\n");
+        let _ = writeln!(out, "tcpstall_events_lost_total {}", self.events_lost);
+        out
+    }
+}
+
+/// A label value as the exposition format quotes it.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Reads `--prometheus ADDR`: a bare port binds 127.0.0.1.
+pub fn parse_listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| format!("{text:?} is neither a port nor an address:port"))
+}
+
+/// The HTTP endpoint, serving until dropped.
+pub struct Exporter {
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+    pub address: SocketAddr,
+}
+
+impl Exporter {
+    pub fn start(address: SocketAddr, metrics: Arc<Mutex<Metrics>>) -> Result<Exporter, String> {
+        let server = tiny_http::Server::http(address).map_err(|e| format!("{address}: {e}"))?;
+        let address = server.server_addr().to_ip().unwrap_or(address);
+        let server = Arc::new(server);
+        let serving = Arc::clone(&server);
+        let thread = std::thread::spawn(move || {
+            for request in serving.incoming_requests() {
+                let response = if request.url() == "/metrics" {
+                    let body = metrics.lock().map(|m| m.render()).unwrap_or_default();
+                    tiny_http::Response::from_string(body).with_header(
+                        tiny_http::Header::from_bytes(
+                            &b"Content-Type"[..],
+                            &b"text/plain; version=0.0.4; charset=utf-8"[..],
+                        )
+                        .expect("a valid header"),
+                    )
+                } else {
+                    tiny_http::Response::from_string("tcpstall watch: metrics are at /metrics\n")
+                        .with_status_code(404)
+                };
+                let _ = request.respond(response);
+            }
+        });
+        Ok(Exporter {
+            server,
+            thread: Some(thread),
+            address,
+        })
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::tests::stall;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn counts_holder_and_delayer_with_bounded_ports() {
+        let mut m = Metrics::new(DEFAULT_MAX_SERIES, 32768);
+        m.record(&stall("client", 40000, 41));
+        m.record(&stall("client", 40001, 43));
+        let text = m.render();
+        assert!(text.contains(
+            "tcpstall_stalls_total{comm=\"client\",local_port=\"ephemeral\",role=\"holder\"} 2"
+        ));
+        assert!(text.contains(
+            "tcpstall_stalls_total{comm=\"server\",local_port=\"8000\",role=\"delayer\"} 2"
+        ));
+        assert!(text.contains("tcpstall_stalled_seconds_total{comm=\"client\",local_port=\"ephemeral\",role=\"holder\"} 0.084"));
+        assert!(text.contains("tcpstall_stall_duration_seconds_bucket{comm=\"client\",local_port=\"ephemeral\",role=\"holder\",le=\"0.04\"} 0"));
+        assert!(text.contains("tcpstall_stall_duration_seconds_bucket{comm=\"client\",local_port=\"ephemeral\",role=\"holder\",le=\"0.05\"} 2"));
+        assert!(text.contains("tcpstall_stall_duration_seconds_count{comm=\"client\",local_port=\"ephemeral\",role=\"holder\"} 2"));
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            assert!(line.starts_with("tcpstall_"), "{line}");
+        }
+    }
+
+    #[test]
+    fn label_sets_past_the_bound_become_other() {
+        let mut m = Metrics::new(3, 32768);
+        for i in 0..10 {
+            let mut s = stall(&format!("c{i}"), 1000 + i, 40);
+            s.delayer.process = None;
+            m.record(&s);
+        }
+        assert_eq!(m.series.len(), 4);
+        assert!(m.render().contains(
+            "tcpstall_stalls_total{comm=\"other\",local_port=\"other\",role=\"holder\"} 7"
+        ));
+    }
+
+    #[test]
+    fn escapes_label_values() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(
+            parse_listen_address("9464").unwrap(),
+            "127.0.0.1:9464".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_address("0.0.0.0:9464").unwrap(),
+            "0.0.0.0:9464".parse().unwrap()
+        );
+        assert!(parse_listen_address("nonsense").is_err());
+    }
+
+    #[test]
+    fn serves_metrics_over_http() {
+        let metrics = Arc::new(Mutex::new(Metrics::new(10, 32768)));
+        metrics.lock().unwrap().record(&stall("client", 40000, 41));
+        let exporter = Exporter::start("127.0.0.1:0".parse().unwrap(), metrics).unwrap();
+        let mut conn = std::net::TcpStream::connect(exporter.address).unwrap();
+        conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        conn.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"));
+        assert!(body.contains("text/plain; version=0.0.4"));
+        assert!(body.contains("tcpstall_stalls_total{comm=\"client\""));
+    }
+}

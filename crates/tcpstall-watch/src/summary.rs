@@ -1,0 +1,415 @@
+//! Renders stalls as they end (a text line or one JSON object per line) and the totals
+//! per process and per connection printed when watching stops.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+use serde_json::{Value, json};
+
+use crate::event::Process;
+use crate::stall::{Evidence, Stall};
+
+/// At most this many connections are totalled one by one; the rest are counted together,
+/// so memory stays bounded on a busy host.
+pub const MAX_CONNECTIONS: usize = 10_000;
+
+/// The kernel's monotonic clock (what bpf_ktime_get_ns reads) and its offset to the
+/// wall clock, to print when a stall happened.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    wall_minus_monotonic_ns: i128,
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        Clock {
+            wall_minus_monotonic_ns: clock_ns(libc::CLOCK_REALTIME)
+                - clock_ns(libc::CLOCK_MONOTONIC),
+        }
+    }
+
+    pub fn monotonic_now_ns() -> u64 {
+        clock_ns(libc::CLOCK_MONOTONIC) as u64
+    }
+
+    /// Nanoseconds since the Unix epoch of a monotonic time.
+    pub fn unix_ns(&self, monotonic_ns: u64) -> i128 {
+        i128::from(monotonic_ns) + self.wall_minus_monotonic_ns
+    }
+
+    /// HH:MM:SS.mmm (UTC) of a monotonic time.
+    pub fn time_of_day(&self, monotonic_ns: u64) -> String {
+        let ms = (self.unix_ns(monotonic_ns) / 1_000_000).rem_euclid(86_400_000) as u64;
+        format!(
+            "{:02}:{:02}:{:02}.{:03}",
+            ms / 3_600_000,
+            ms / 60_000 % 60,
+            ms / 1000 % 60,
+            ms % 1000
+        )
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn process_name(p: &Process) -> String {
+    format!("{}[{}]", p.comm, p.pid)
+}
+
+/// One line for a stall.
+pub fn stall_line(stall: &Stall, clock: &Clock) -> String {
+    let mut line = format!(
+        "{} {:>7.1} ms {} holder {} {} -> {}, {} B held",
+        clock.time_of_day(stall.start_ns + stall.duration_ns),
+        ms(stall.duration_ns),
+        stall.class.name(),
+        process_name(&stall.holder),
+        stall.local,
+        stall.remote,
+        stall.held_bytes,
+    );
+    let _ = write!(line, "; delayer {}", stall.delayer.endpoint);
+    if let Some(p) = &stall.delayer.process {
+        let _ = write!(line, " {}", process_name(p));
+    }
+    match (stall.evidence, stall.delayer.timer_ns) {
+        (Evidence::TimerSeen, Some(timer)) => {
+            let _ = write!(
+                line,
+                ", its delayed-ACK timer fired after {:.1} ms",
+                ms(timer)
+            );
+        }
+        (Evidence::TimerSeen, None) => line.push_str(", its delayed-ACK timer fired"),
+        (Evidence::Inferred, _) => line.push_str(", ACK late by more than a round trip (remote)"),
+    }
+    line.push_str("; fix: holder one-write or tcp-nodelay, or delayer ack-at-once");
+    line
+}
+
+/// One JSON object for a stall.
+pub fn stall_json(stall: &Stall, clock: &Clock) -> Value {
+    let process = |p: &Process| json!({"pid": p.pid, "comm": p.comm});
+    json!({
+        "type": "stall",
+        "time_unix_ns": clock.unix_ns(stall.start_ns + stall.duration_ns) as i64,
+        "class": stall.class.name(),
+        "duration_ms": ms(stall.duration_ns),
+        "held_bytes": stall.held_bytes,
+        "mss": stall.mss,
+        "smoothed_rtt_ms": f64::from(stall.smoothed_rtt_us) / 1e3,
+        "holder": {
+            "role": "holder",
+            "pid": stall.holder.pid,
+            "comm": stall.holder.comm,
+            "local": stall.local.to_string(),
+            "remote": stall.remote.to_string(),
+        },
+        "delayer": {
+            "role": "delayer",
+            "endpoint": stall.delayer.endpoint.to_string(),
+            "process": stall.delayer.process.as_ref().map(process),
+            "timer_ms": stall.delayer.timer_ns.map(ms),
+        },
+        "evidence": stall.evidence,
+        "fixes": stall.fixes().iter().map(|(role, fix)| json!({"role": role, "fix": fix.name()})).collect::<Vec<_>>(),
+    })
+}
+
+/// Totals of one group of stalls.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Totals {
+    pub stalls: u64,
+    pub stalled_ns: u64,
+    pub longest_ns: u64,
+    timer_ns_sum: u64,
+    timer_count: u64,
+}
+
+impl Totals {
+    fn add(&mut self, stall: &Stall) {
+        self.stalls += 1;
+        self.stalled_ns += stall.duration_ns;
+        self.longest_ns = self.longest_ns.max(stall.duration_ns);
+        if let Some(t) = stall.delayer.timer_ns {
+            self.timer_ns_sum += t;
+            self.timer_count += 1;
+        }
+    }
+
+    /// The mean delayed-ACK timer seen, when any was.
+    pub fn mean_timer_ns(&self) -> Option<u64> {
+        (self.timer_count > 0).then(|| self.timer_ns_sum / self.timer_count)
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "stalls": self.stalls,
+            "stalled_ms": ms(self.stalled_ns),
+            "longest_ms": ms(self.longest_ns),
+            "mean_timer_ms": self.mean_timer_ns().map(ms),
+        })
+    }
+}
+
+/// What a `--fix` did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FixOutcome {
+    pub name: String,
+    pub option: String,
+    pub sockets: u64,
+    pub refused: u64,
+}
+
+/// Every stall seen, totalled.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub total: Totals,
+    /// Per process and role ("holder" or "delayer").
+    pub processes: BTreeMap<(Process, &'static str), Totals>,
+    /// Per connection, from the holder's side.
+    pub connections: BTreeMap<(SocketAddr, SocketAddr), (Process, Totals)>,
+    /// Stalls of connections past [`MAX_CONNECTIONS`].
+    pub other_connections: Totals,
+}
+
+impl Summary {
+    pub fn add(&mut self, stall: &Stall) {
+        self.total.add(stall);
+        self.processes
+            .entry((stall.holder.clone(), "holder"))
+            .or_default()
+            .add(stall);
+        if let Some(p) = &stall.delayer.process {
+            self.processes
+                .entry((p.clone(), "delayer"))
+                .or_default()
+                .add(stall);
+        }
+        let key = (stall.local, stall.remote);
+        if self.connections.len() < MAX_CONNECTIONS || self.connections.contains_key(&key) {
+            self.connections
+                .entry(key)
+                .or_insert_with(|| (stall.holder.clone(), Totals::default()))
+                .1
+                .add(stall);
+        } else {
+            self.other_connections.add(stall);
+        }
+    }
+
+    /// The end-of-watch report as text.
+    pub fn text(
+        &self,
+        watched_ns: u64,
+        short_holds: u64,
+        lost_events: u64,
+        fix: Option<&FixOutcome>,
+    ) -> String {
+        let mut out = format!(
+            "tcpstall watch: {} stalls, {:.3} s stalled, in {:.1} s watched ({} shorter Nagle holds not counted, {} events lost)\n",
+            self.total.stalls,
+            self.total.stalled_ns as f64 / 1e9,
+            watched_ns as f64 / 1e9,
+            short_holds,
+            lost_events,
+        );
+        if let Some(fix) = fix {
+            let _ = writeln!(
+                out,
+                "fix {}: {} set on {} sockets{}",
+                fix.name,
+                fix.option,
+                fix.sockets,
+                if fix.refused > 0 {
+                    format!(" (refused on {})", fix.refused)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if self.total.stalls == 0 {
+            return out;
+        }
+        let _ = writeln!(out, "\nby process:");
+        let _ = writeln!(
+            out,
+            "  {:>7}  {:<16} {:<8} {:>7} {:>11} {:>10} {:>10}",
+            "pid", "comm", "role", "stalls", "stalled ms", "longest ms", "timer ms"
+        );
+        for ((process, role), t) in &self.processes {
+            let _ = writeln!(
+                out,
+                "  {:>7}  {:<16} {:<8} {:>7} {:>11.1} {:>10.1} {:>10}",
+                process.pid,
+                process.comm,
+                role,
+                t.stalls,
+                ms(t.stalled_ns),
+                ms(t.longest_ns),
+                t.mean_timer_ns()
+                    .map_or("-".to_string(), |n| format!("{:.1}", ms(n))),
+            );
+        }
+        let _ = writeln!(out, "\nby connection (holder's side):");
+        let mut connections: Vec<_> = self.connections.iter().collect();
+        connections.sort_by_key(|c| std::cmp::Reverse(c.1.1.stalled_ns));
+        for ((local, remote), (holder, t)) in connections {
+            let _ = writeln!(
+                out,
+                "  {local} -> {remote}  holder {}  {} stalls, {:.1} ms stalled",
+                process_name(holder),
+                t.stalls,
+                ms(t.stalled_ns)
+            );
+        }
+        if self.other_connections.stalls > 0 {
+            let _ = writeln!(
+                out,
+                "  (more connections: {} stalls)",
+                self.other_connections.stalls
+            );
+        }
+        out
+    }
+
+    /// The end-of-watch report as one JSON object.
+    pub fn json(
+        &self,
+        watched_ns: u64,
+        short_holds: u64,
+        lost_events: u64,
+        fix: Option<&FixOutcome>,
+    ) -> Value {
+        json!({
+            "type": "summary",
+            "watched_s": watched_ns as f64 / 1e9,
+            "total": self.total.json(),
+            "short_holds": short_holds,
+            "lost_events": lost_events,
+            "fix": fix.map(|f| json!({"fix": f.name, "option": f.option, "sockets": f.sockets, "refused": f.refused})),
+            "processes": self.processes.iter().map(|((p, role), t)| {
+                let mut v = t.json();
+                v["pid"] = json!(p.pid);
+                v["comm"] = json!(p.comm);
+                v["role"] = json!(role);
+                v
+            }).collect::<Vec<_>>(),
+            "connections": self.connections.iter().map(|((local, remote), (holder, t))| {
+                let mut v = t.json();
+                v["local"] = json!(local.to_string());
+                v["remote"] = json!(remote.to_string());
+                v["holder"] = json!({"pid": holder.pid, "comm": holder.comm});
+                v
+            }).collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::stall::Delayer;
+    use tcpstall_core::detect::StallClass;
+
+    pub(crate) fn stall(comm: &str, local_port: u16, duration_ms: u64) -> Stall {
+        Stall {
+            class: StallClass::NagleDelayedAck,
+            holder: Process {
+                pid: 7,
+                comm: comm.into(),
+            },
+            local: SocketAddr::from(([127, 0, 0, 1], local_port)),
+            remote: SocketAddr::from(([127, 0, 0, 1], 8000)),
+            held_bytes: 6,
+            mss: 65483,
+            start_ns: 1_000_000_000,
+            duration_ns: duration_ms * 1_000_000,
+            smoothed_rtt_us: 40,
+            delayer: Delayer {
+                endpoint: SocketAddr::from(([127, 0, 0, 1], 8000)),
+                process: Some(Process {
+                    pid: 8,
+                    comm: "server".into(),
+                }),
+                timer_ns: Some(40_000_000),
+            },
+            evidence: Evidence::TimerSeen,
+        }
+    }
+
+    #[test]
+    fn totals_per_process_role_and_connection() {
+        let mut s = Summary::default();
+        s.add(&stall("client", 40000, 41));
+        s.add(&stall("client", 40000, 43));
+        s.add(&stall("client", 40001, 45));
+        assert_eq!(s.total.stalls, 3);
+        assert_eq!(s.total.longest_ns, 45_000_000);
+        let holder = &s.processes[&(
+            Process {
+                pid: 7,
+                comm: "client".into(),
+            },
+            "holder",
+        )];
+        assert_eq!(holder.stalled_ns, 129_000_000);
+        assert_eq!(holder.mean_timer_ns(), Some(40_000_000));
+        assert_eq!(s.processes.len(), 2, "holder and delayer");
+        assert_eq!(s.connections.len(), 2);
+        let text = s.text(2_000_000_000, 1, 0, None);
+        assert!(text.starts_with("tcpstall watch: 3 stalls, 0.129 s stalled"));
+        assert!(text.contains("delayer"));
+        let json = s.json(2_000_000_000, 1, 0, None);
+        assert_eq!(json["total"]["stalls"], 3);
+        assert_eq!(json["connections"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_stall_as_a_line_and_as_json() {
+        let clock = Clock::new();
+        let s = stall("client", 40000, 41);
+        let line = stall_line(&s, &clock);
+        assert!(line.contains(
+            "nagle-delayed-ack holder client[7] 127.0.0.1:40000 -> 127.0.0.1:8000, 6 B held"
+        ));
+        assert!(line.contains("timer fired after 40.0 ms"));
+        let v = stall_json(&s, &clock);
+        assert_eq!(v["class"], "nagle-delayed-ack");
+        assert_eq!(v["holder"]["comm"], "client");
+        assert_eq!(v["delayer"]["process"]["comm"], "server");
+        assert_eq!(v["evidence"], "timer-seen");
+        assert_eq!(v["fixes"][1]["fix"], "tcp-nodelay");
+    }
+
+    #[test]
+    fn connections_beyond_the_bound_are_counted_together() {
+        let mut s = Summary::default();
+        for port in 0..(MAX_CONNECTIONS as u32 + 5) {
+            let mut st = stall("c", 1, 10);
+            st.local = SocketAddr::from(([10, 0, (port >> 8) as u8, port as u8], 1));
+            s.add(&st);
+        }
+        assert_eq!(s.connections.len(), MAX_CONNECTIONS);
+        assert_eq!(s.other_connections.stalls, 5);
+    }
+}
