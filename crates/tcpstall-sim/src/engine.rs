@@ -60,6 +60,11 @@ pub(crate) enum Event {
         side: usize,
         writes: Vec<(u32, bool)>,
     },
+    /// A write of a send script is due.
+    ScriptWrite {
+        side: usize,
+        bytes: u32,
+    },
     /// The application wakes to read.
     AppRead {
         side: usize,
@@ -282,6 +287,7 @@ impl<'a> Simulation<'a> {
                 Event::AppWrite { side } => self.app_timer(side),
                 Event::WriteRest { side, writes } => self.write_rest(side, writes),
                 Event::AppRead { side } => self.app_read(side),
+                Event::ScriptWrite { side, bytes } => self.script_write(side, bytes),
                 Event::AppClose { side } => self.close(side, WriteCause::OwnClock),
             }
         }

@@ -43,6 +43,16 @@ pub enum DelayedAckTimer {
     },
 }
 
+/// How slow start grows the congestion window on an ACK of new data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlowStart {
+    /// By the bytes acknowledged (RFC 3465 appropriate byte counting, RFC 5681 3.1).
+    ByteCounting,
+    /// By one MSS per ACK, however little it acknowledges (RFC 2581 read as a rule).
+    PerAck,
+}
+
 /// How the retransmission timeout follows the round trip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -129,6 +139,13 @@ pub struct StackProfile {
     /// Linux `__tcp_cleanup_rbuf`: a pending delayed ACK goes when the application reads
     /// small pushed segments and empties the queue, outside ping-pong mode.
     pub ack_on_read: bool,
+    /// Only full-sized segments count towards `ack_every_segments` (RFC 1122 4.2.3.2
+    /// read literally: "in a stream of full-sized segments").
+    pub ack_full_segments_only: bool,
+    /// A one-byte segment is acknowledged at once, taken for a window probe.
+    pub ack_one_byte_at_once: bool,
+    /// How slow start grows the congestion window.
+    pub slow_start: SlowStart,
     /// Where each value comes from, and how sure we are of it.
     pub sources: &'static [(&'static str, &'static str)],
 }
@@ -147,8 +164,19 @@ pub fn all() -> Vec<StackProfile> {
     ]
 }
 
+/// Models of other simulators, to run their tests: not real stacks, so outside the
+/// matrices and tables that [`all`] feeds.
+pub fn peers() -> Vec<StackProfile> {
+    vec![inet()]
+}
+
 pub fn by_name(name: &str) -> Option<StackProfile> {
-    all().into_iter().find(|p| p.name == name)
+    all().into_iter().chain(peers()).find(|p| p.name == name)
+}
+
+/// Every name a scenario may give, the peers' models last.
+pub fn all_names() -> Vec<&'static str> {
+    all().iter().chain(peers().iter()).map(|p| p.name).collect()
 }
 
 pub fn names() -> Vec<&'static str> {
@@ -176,6 +204,9 @@ pub fn linux() -> StackProfile {
         autocork: true,
         window_rules: WindowRules::Linux,
         ack_on_read: true,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             (
                 "nagle",
@@ -236,6 +267,9 @@ pub fn windows() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             (
                 "nagle",
@@ -289,6 +323,9 @@ pub fn macos_legacy() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             (
                 "nagle",
@@ -336,6 +373,9 @@ pub fn freebsd() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             ("nagle", "tcp_output.c: classic Nagle (likely)"),
             ("timestamps", "net.inet.tcp.rfc1323=1 (confirmed)"),
@@ -380,6 +420,9 @@ pub fn aix() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             ("nagle", "classic Nagle (likely)"),
             ("timestamps", "rfc1323=0 by default (likely)"),
@@ -393,6 +436,58 @@ pub fn aix() -> StackProfile {
             (
                 "window_rules",
                 "BSD-derived SWS rules and persist bounds (unconfirmed)",
+            ),
+        ],
+    }
+}
+
+/// The TCP model of the INET framework (OMNeT++) as its Nagle and delayed-ACK module tests
+/// configure it (`tests/module/lib/defaults.ini`: TcpReno, MSS 1024, delayed ACKs on), so
+/// that those tests' traces can be reproduced here.
+pub fn inet() -> StackProfile {
+    StackProfile {
+        name: "inet",
+        description: "INET framework TcpReno, as its module tests run it",
+        nagle: NagleMode::Classic,
+        timestamps: false,
+        initial_window: 1,
+        delayed_ack: DelayedAckTimer::PerConnection { delay: 200 * MS },
+        ack_every_segments: 2,
+        quickack_segments: 0,
+        pingpong: false,
+        min_rto: 1000 * MS,
+        rto_rule: RtoRule::Rfc6298,
+        cork_flush: None,
+        autocork: false,
+        window_rules: WindowRules::Bsd,
+        ack_on_read: false,
+        ack_full_segments_only: true,
+        ack_one_byte_at_once: true,
+        slow_start: SlowStart::PerAck,
+        sources: &[
+            (
+                "nagle",
+                "TcpConnection::sendData: no sub-MSS segment while snd_una != snd_max (confirmed)",
+            ),
+            (
+                "initial_window",
+                "TcpBaseAlg::established: one MSS unless increasedIWEnabled (confirmed)",
+            ),
+            (
+                "delayed_ack",
+                "TcpBaseAlg::receiveSeqChanged: a 200 ms timer, not re-armed while scheduled (confirmed)",
+            ),
+            (
+                "ack_every_segments",
+                "full_sized_segment_counter >= 2: only full-sized segments count (confirmed)",
+            ),
+            (
+                "ack_one_byte_at_once",
+                "TcpConnection::processSegment1stThru8th: a one-byte segment is taken for a persist probe (confirmed)",
+            ),
+            (
+                "slow_start",
+                "TcpReno::receivedDataAck: cwnd += SMSS per ACK of new data (confirmed)",
             ),
         ],
     }

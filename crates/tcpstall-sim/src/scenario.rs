@@ -162,6 +162,10 @@ pub struct WorkloadConfig {
     /// For `periodic`: the client writes a request every this many milliseconds, on its
     /// own clock, whether or not earlier ones were acknowledged or answered.
     pub period_ms: f64,
+    /// For `script`: the client's writes, each `[milliseconds from the start, bytes]`.
+    pub client_script: Vec<(f64, u32)>,
+    /// For `script`: the server's writes, the same way.
+    pub server_script: Vec<(f64, u32)>,
 }
 
 impl Default for WorkloadConfig {
@@ -176,6 +180,8 @@ impl Default for WorkloadConfig {
             client_think_ms: 0.0,
             write_gap_ms: 0.0,
             period_ms: 0.0,
+            client_script: Vec::new(),
+            server_script: Vec::new(),
         }
     }
 }
@@ -274,6 +280,10 @@ pub const PATTERNS: &[(&str, &str)] = &[
         "one-way: the client writes `request` (64 KiB) over and over, no reply; with a slow reader the window closes",
     ),
     ("custom", "`request` and `response` write sizes as given"),
+    (
+        "script",
+        "writes of given sizes at given times (`client_script`, `server_script`), nothing waits for a reply",
+    ),
 ];
 
 /// A resolved scenario, ready to run.
@@ -292,6 +302,9 @@ pub struct Scenario {
     pub write_gap: Nanos,
     /// For `periodic`: the client's write period.
     pub period: Nanos,
+    /// For `script`: each side's writes, when and how many bytes, in time order.
+    pub client_script: Vec<(Nanos, u32)>,
+    pub server_script: Vec<(Nanos, u32)>,
     pub capture: CapturePoint,
     pub capture_offload: bool,
     pub capture_miss: f64,
@@ -390,6 +403,23 @@ impl ScenarioFile {
             "periodic" => (vec![54], vec![1], 1, 50),
             "stream" => (vec![65_536], vec![1], 1, 16),
             "custom" => (Vec::new(), Vec::new(), 1, 10),
+            "script" => {
+                let sizes = |script: &[(f64, u32)]| script.iter().map(|&(_, b)| b).collect();
+                let client: Vec<u32> = sizes(&w.client_script);
+                if client.is_empty() {
+                    return Err(ScenarioError::Invalid(
+                        "the script pattern needs a `client_script` of [ms, bytes] writes".into(),
+                    ));
+                }
+                let server: Vec<u32> = sizes(&w.server_script);
+                let count = client.len() as u32;
+                (
+                    client,
+                    if server.is_empty() { vec![1] } else { server },
+                    1,
+                    count,
+                )
+            }
             other => {
                 let names: Vec<&str> = PATTERNS.iter().map(|(n, _)| *n).collect();
                 return Err(ScenarioError::UnknownPattern(
@@ -407,7 +437,7 @@ impl ScenarioFile {
         if w.depth != 1 {
             depth = w.depth;
         }
-        if w.transactions != WorkloadConfig::default().transactions {
+        if w.transactions != WorkloadConfig::default().transactions && w.pattern != "script" {
             transactions = w.transactions;
         }
         if request.is_empty() || response.is_empty() {
@@ -424,7 +454,7 @@ impl ScenarioFile {
                 "write sizes must be 1 byte to 1 GiB".into(),
             ));
         }
-        if request.len() > 64 || response.len() > 64 {
+        if w.pattern != "script" && (request.len() > 64 || response.len() > 64) {
             return Err(ScenarioError::Invalid(
                 "at most 64 writes per message".into(),
             ));
@@ -476,7 +506,16 @@ impl ScenarioFile {
         if w.pattern == "periodic" && period == 0 {
             period = 20 * NANOS_PER_MILLI;
         }
+        let client_script = resolve_script("client_script", &w.client_script)?;
+        let server_script = resolve_script("server_script", &w.server_script)?;
+        if w.pattern != "script" && !(client_script.is_empty() && server_script.is_empty()) {
+            return Err(ScenarioError::Invalid(
+                "client_script and server_script need pattern = \"script\"".into(),
+            ));
+        }
         Ok(Scenario {
+            client_script,
+            server_script,
             client: resolve_side(&self.client, link.mtu)?,
             server: resolve_side(&self.server, link.mtu)?,
             link,
@@ -496,9 +535,36 @@ impl ScenarioFile {
     }
 }
 
+/// A send script: times from 0 to 600 s in order, writes of 1 byte to 1 GiB.
+fn resolve_script(what: &str, script: &[(f64, u32)]) -> Result<Vec<(Nanos, u32)>, ScenarioError> {
+    if script.len() > 100_000 {
+        return Err(ScenarioError::Invalid(format!(
+            "{what}: at most 100000 writes, got {}",
+            script.len()
+        )));
+    }
+    let mut last = 0.0;
+    let mut out = Vec::with_capacity(script.len());
+    for &(ms, bytes) in script {
+        if !(0.0..=600_000.0).contains(&ms) || ms < last {
+            return Err(ScenarioError::Invalid(format!(
+                "{what}: times must rise from 0 to 600000 ms, got {ms} after {last}"
+            )));
+        }
+        if bytes == 0 || bytes > 1 << 30 {
+            return Err(ScenarioError::Invalid(format!(
+                "{what}: write sizes must be 1 byte to 1 GiB, got {bytes}"
+            )));
+        }
+        last = ms;
+        out.push((millis_to_nanos(ms), bytes));
+    }
+    Ok(out)
+}
+
 fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, ScenarioError> {
     let mut profile = profile::by_name(&config.stack).ok_or_else(|| {
-        ScenarioError::UnknownStack(config.stack.clone(), profile::names().join(", "))
+        ScenarioError::UnknownStack(config.stack.clone(), profile::all_names().join(", "))
     })?;
     if let Some(ms) = config.delack_ms {
         if !(ms > 0.0 && ms <= 500.0) {
