@@ -906,7 +906,7 @@ impl Endpoint {
         match self.profile.delayed_ack {
             DelayedAckTimer::LinuxAto { min, .. } => min,
             DelayedAckTimer::PerConnection { delay } => delay,
-            DelayedAckTimer::GlobalTick { period } => period,
+            DelayedAckTimer::GlobalTick { period, .. } => period,
         }
     }
 
@@ -942,10 +942,11 @@ impl Endpoint {
     fn delayed_ack_deadline(&self, now: Nanos) -> Nanos {
         match self.profile.delayed_ack {
             DelayedAckTimer::PerConnection { delay } => now + delay,
-            DelayedAckTimer::GlobalTick { period } => {
-                // The next tick of a global clock (its phase is this endpoint's).
+            DelayedAckTimer::GlobalTick { period, ticks } => {
+                // The next tick of a global clock (its phase is this endpoint's), or the
+                // one `ticks` after it.
                 let since_phase = now - self.jiffy_phase;
-                self.jiffy_phase + (since_phase.div_euclid(period) + 1) * period
+                self.jiffy_phase + (since_phase.div_euclid(period) + Nanos::from(ticks)) * period
             }
             DelayedAckTimer::LinuxAto { min, max, jiffy } => {
                 // tcp_send_delayed_ack: an ATO above the minimum is bounded by the RTT

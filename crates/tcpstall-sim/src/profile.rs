@@ -13,6 +13,10 @@ fn ms(n: Nanos) -> String {
     text.trim_end_matches(".0").to_string()
 }
 
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 /// How a stack holds sub-MSS segments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -33,7 +37,12 @@ pub enum DelayedAckTimer {
     PerConnection { delay: Nanos },
     /// One global tick for all connections (BSD fast timeout): pending ACKs go out at the
     /// next tick, so the delay is anywhere from 0 to the period.
-    GlobalTick { period: Nanos },
+    GlobalTick {
+        period: Nanos,
+        /// The pending ACK goes on this tick after the data (1: the next one).
+        #[serde(skip_serializing_if = "is_one")]
+        ticks: u32,
+    },
     /// Linux: `ato`, at least TCP_DELACK_MIN (40 ms) and at most TCP_DELACK_MAX (200 ms),
     /// counted in jiffies and fired one jiffy late by the timer wheel's rounding.
     LinuxAto {
@@ -82,9 +91,15 @@ impl DelayedAckTimer {
             DelayedAckTimer::PerConnection { delay } => {
                 format!("{} ms timer per connection", ms(delay))
             }
-            DelayedAckTimer::GlobalTick { period } => {
+            DelayedAckTimer::GlobalTick { period, ticks: 1 } => {
                 format!("global {} ms tick (0 to {} ms)", ms(period), ms(period))
             }
+            DelayedAckTimer::GlobalTick { period, ticks } => format!(
+                "global {} ms tick, ACK on the tick {ticks} after the data ({} to {} ms)",
+                ms(period),
+                ms(period * Nanos::from(ticks - 1)),
+                ms(period * Nanos::from(ticks))
+            ),
             DelayedAckTimer::LinuxAto { min, max, jiffy } => format!(
                 "ato {} to {} ms, on {} ms jiffies, fired one jiffy late",
                 ms(min),
@@ -313,7 +328,10 @@ pub fn macos_legacy() -> StackProfile {
         nagle: NagleMode::Classic,
         timestamps: true,
         initial_window: 4,
-        delayed_ack: DelayedAckTimer::GlobalTick { period: 200 * MS },
+        delayed_ack: DelayedAckTimer::GlobalTick {
+            period: 200 * MS,
+            ticks: 1,
+        },
         ack_every_segments: 2,
         quickack_segments: 0,
         pingpong: false,
@@ -410,7 +428,10 @@ pub fn aix() -> StackProfile {
         nagle: NagleMode::Classic,
         timestamps: false,
         initial_window: 4,
-        delayed_ack: DelayedAckTimer::GlobalTick { period: 200 * MS },
+        delayed_ack: DelayedAckTimer::GlobalTick {
+            period: 200 * MS,
+            ticks: 1,
+        },
         ack_every_segments: 2,
         quickack_segments: 0,
         pingpong: false,

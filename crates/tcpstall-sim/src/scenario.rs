@@ -60,6 +60,9 @@ pub struct SideConfig {
     pub mss: Option<u32>,
     /// Override the delayed-ACK timer, milliseconds (a per-connection timer, or the tick period).
     pub delack_ms: Option<f64>,
+    /// For a stack whose delayed ACKs go on a global tick: on the tick this many after
+    /// the data (1, the next: a delay of 0 to one period; 2: one to two periods).
+    pub delack_ticks: Option<u32>,
     /// Override the Nagle variant: "classic", "minshall", "off".
     pub nagle: Option<String>,
     /// How this side's application reads what arrives.
@@ -74,6 +77,7 @@ impl Default for SideConfig {
             options: SocketOptions::default(),
             mss: None,
             delack_ms: None,
+            delack_ticks: None,
             nagle: None,
             reader: ReaderConfig::default(),
         }
@@ -162,6 +166,18 @@ pub struct WorkloadConfig {
     /// For `periodic`: the client writes a request every this many milliseconds, on its
     /// own clock, whether or not earlier ones were acknowledged or answered.
     pub period_ms: f64,
+    /// Connections running the workload at once over the one link (a load test's
+    /// clients).
+    pub connections: u32,
+    /// For `--compare`: the request sizes to run, each as `request` (a size sweep).
+    pub request_sizes: Vec<u32>,
+    /// For `--compare` with `request_sizes`: "set" (the request carries the size, the
+    /// reply is 5 bytes) and "get" (a 36-byte request, the reply carries the size); Redis.
+    pub kinds: Vec<String>,
+    /// A proxy between client and server writes each request larger than this in two
+    /// calls: `split_first` bytes, then the rest (seed 003). None: requests as written.
+    pub split_over: Option<u32>,
+    pub split_first: u32,
     /// For `script`: the client's writes, each `[milliseconds from the start, bytes]`.
     pub client_script: Vec<(f64, u32)>,
     /// For `script`: the server's writes, the same way.
@@ -180,6 +196,11 @@ impl Default for WorkloadConfig {
             client_think_ms: 0.0,
             write_gap_ms: 0.0,
             period_ms: 0.0,
+            connections: 1,
+            request_sizes: Vec::new(),
+            kinds: Vec::new(),
+            split_over: None,
+            split_first: 1424,
             client_script: Vec::new(),
             server_script: Vec::new(),
         }
@@ -302,6 +323,8 @@ pub struct Scenario {
     pub write_gap: Nanos,
     /// For `periodic`: the client's write period.
     pub period: Nanos,
+    /// Connections running at once over the link.
+    pub connections: u32,
     /// For `script`: each side's writes, when and how many bytes, in time order.
     pub client_script: Vec<(Nanos, u32)>,
     pub server_script: Vec<(Nanos, u32)>,
@@ -440,6 +463,9 @@ impl ScenarioFile {
         if w.transactions != WorkloadConfig::default().transactions && w.pattern != "script" {
             transactions = w.transactions;
         }
+        if let Some(over) = w.split_over {
+            request = split_request(&request, over, w.split_first)?;
+        }
         if request.is_empty() || response.is_empty() {
             return Err(ScenarioError::Invalid(
                 "a custom pattern needs `request` and `response` write sizes".into(),
@@ -513,7 +539,28 @@ impl ScenarioFile {
                 "client_script and server_script need pattern = \"script\"".into(),
             ));
         }
+        if !(1..=10_000).contains(&w.connections) {
+            return Err(ScenarioError::Invalid(format!(
+                "connections must be 1 to 10000, got {}",
+                w.connections
+            )));
+        }
+        if let Some(&size) = w.request_sizes.iter().find(|&&b| b == 0 || b > 1 << 30) {
+            return Err(ScenarioError::Invalid(format!(
+                "request_sizes must be 1 byte to 1 GiB, got {size}"
+            )));
+        }
+        if let Some(kind) = w
+            .kinds
+            .iter()
+            .find(|k| !matches!(k.as_str(), "set" | "get"))
+        {
+            return Err(ScenarioError::Invalid(format!(
+                "kinds: {kind:?} is not one of set, get"
+            )));
+        }
         Ok(Scenario {
+            connections: w.connections,
             client_script,
             server_script,
             client: resolve_side(&self.client, link.mtu)?,
@@ -533,6 +580,27 @@ impl ScenarioFile {
             capture_miss: self.capture_miss,
         })
     }
+}
+
+/// A proxy that writes a request of more than `over` bytes in two calls: `first` bytes,
+/// then the rest. Requests already in several writes are joined first (the proxy reads
+/// the whole request before it forwards it).
+fn split_request(request: &[u32], over: u32, first: u32) -> Result<Vec<u32>, ScenarioError> {
+    if first == 0 || first >= over {
+        return Err(ScenarioError::Invalid(format!(
+            "split_first must be 1 to split_over - 1, got {first} with split_over {over}"
+        )));
+    }
+    let total: u64 = request.iter().map(|&b| u64::from(b)).sum();
+    let total = u32::try_from(total)
+        .ok()
+        .filter(|&t| t <= 1 << 30)
+        .ok_or_else(|| ScenarioError::Invalid("write sizes must be 1 byte to 1 GiB".into()))?;
+    Ok(if total > over {
+        vec![first, total - first]
+    } else {
+        vec![total]
+    })
 }
 
 /// A send script: times from 0 to 600 s in order, writes of 1 byte to 1 GiB.
@@ -574,8 +642,11 @@ fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, ScenarioError> {
         }
         let delay = millis_to_nanos(ms);
         profile.delayed_ack = match profile.delayed_ack {
-            crate::profile::DelayedAckTimer::GlobalTick { .. } => {
-                crate::profile::DelayedAckTimer::GlobalTick { period: delay }
+            crate::profile::DelayedAckTimer::GlobalTick { ticks, .. } => {
+                crate::profile::DelayedAckTimer::GlobalTick {
+                    period: delay,
+                    ticks,
+                }
             }
             crate::profile::DelayedAckTimer::LinuxAto { max, jiffy, .. } => {
                 crate::profile::DelayedAckTimer::LinuxAto {
@@ -588,6 +659,21 @@ fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, ScenarioError> {
                 crate::profile::DelayedAckTimer::PerConnection { delay }
             }
         };
+    }
+    if let Some(n) = config.delack_ticks {
+        let crate::profile::DelayedAckTimer::GlobalTick { period, .. } = profile.delayed_ack else {
+            return Err(ScenarioError::Invalid(format!(
+                "delack_ticks needs a stack whose delayed ACKs go on a global tick, not {}",
+                profile.name
+            )));
+        };
+        // RFC 1122 4.2.3.2: the delay must be less than 0.5 seconds.
+        if n == 0 || period * Nanos::from(n) >= 500 * NANOS_PER_MILLI {
+            return Err(ScenarioError::Invalid(format!(
+                "delack_ticks must be 1 or more and keep the delay under 500 ms, got {n}"
+            )));
+        }
+        profile.delayed_ack = crate::profile::DelayedAckTimer::GlobalTick { period, ticks: n };
     }
     if let Some(nagle) = &config.nagle {
         profile.nagle = match nagle.as_str() {

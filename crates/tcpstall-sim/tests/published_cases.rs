@@ -291,13 +291,20 @@ fn shipped_scenario_files_reproduce_their_seeds_and_look_alikes() {
             lookalikes += 1;
             continue;
         }
+        if name.contains("headers-only") {
+            // Seed 004's variant that removed the delay.
+            assert_eq!(s.stalled_transactions, 0, "{name}");
+            seeds += 1;
+            continue;
+        }
         if name.starts_with("inet-") {
             assert!(!result.holds.is_empty(), "{name}: nothing held");
             peers += 1;
             continue;
         }
         assert!(
-            s.stalled_transactions + 1 >= s.transactions,
+            // Each connection's first transaction may be fast (quick-ack mode).
+            s.stalled_transactions + file.workload.connections as usize >= s.transactions,
             "{}: {} of {} stalled",
             path.display(),
             s.stalled_transactions,
@@ -305,7 +312,7 @@ fn shipped_scenario_files_reproduce_their_seeds_and_look_alikes() {
         );
         seeds += 1;
     }
-    assert_eq!((seeds, lookalikes, peers), (5, 6, 1));
+    assert_eq!((seeds, lookalikes, peers), (11, 6, 1));
 }
 
 #[test]
