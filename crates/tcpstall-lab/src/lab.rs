@@ -148,7 +148,7 @@ impl Lab {
             server_ns: self.net.server_ns.as_ref(),
             server_ip: self.net.server_ip,
         };
-        exchange::run(plan, &place, time_limit)
+        exchange::run_concurrent(plan, &place, time_limit)
     }
 }
 
