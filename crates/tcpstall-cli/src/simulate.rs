@@ -250,6 +250,12 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         return file.to_toml().map_err(|e| e.to_string());
     }
     let scenario = file.resolve().map_err(|e| e.to_string())?;
+    if scenario.connections > 1 && (args.check || args.truth.is_some()) {
+        return Err(format!(
+            "--check and --truth need one connection (the scenario runs {}): the capture holds the first connection only",
+            scenario.connections
+        ));
+    }
     if let Some(spec) = &args.sweep {
         let spec = SweepSpec::parse(spec).map_err(|e| e.to_string())?;
         let points = sweep(&file, &spec).map_err(|e| e.to_string())?;
