@@ -1,11 +1,12 @@
 //! tcpstall's simulator: two TCP stacks, a link and an application pattern, run packet
 //! by packet, with the ground truth of every Nagle hold and delayed ACK.
 //!
-//! Down the data flow: [`scenario`] says what to run and [`profile`] holds each stack's
-//! values; [`endpoint`] applies the TCP rules, with the receive buffer and windows in
+//! Down the data flow: [`scenario`] says what to run (checked part by part in `resolve`)
+//! and [`profile`] holds each stack's values; [`endpoint`] applies the TCP rules, with the receive buffer and windows in
 //! [`window`]; the applications write and read on top of it; [`link`] carries the
 //! segments (bottleneck queue included); [`capture`] records them where the capture point
-//! is (offload, misses); [`engine`] runs the events; [`truth`] names every hold, stall and
+//! is (offload, misses); [`engine`] runs the events ([`run`] runs concurrent connections
+//! on one link); [`truth`] names every hold, stall and
 //! gap; [`summary`], [`sweep`], [`report`] and [`accuracy`] read the results.
 
 pub mod accuracy;
@@ -17,6 +18,7 @@ pub mod infer;
 pub mod link;
 pub mod profile;
 pub mod report;
+mod resolve;
 pub mod scenario;
 pub mod summary;
 pub mod sweep;
