@@ -242,6 +242,8 @@ pub struct SizeRow {
 /// A request-size sweep for each kind of request (`request_sizes`, `kinds`): each size as
 /// given (the proxy's split included) against the same requests written in one call.
 pub fn compare_sizes(file: &ScenarioFile) -> Result<Vec<SizeRow>, ScenarioError> {
+    // Every size and kind checked before any is used.
+    file.resolve()?;
     let kinds = if file.workload.kinds.is_empty() {
         vec!["set".to_string()]
     } else {
