@@ -31,6 +31,8 @@ pub enum Suite {
     DelayAccuracy,
     /// Seeds 003 (a proxy's split requests) and 004 (HTTP headers and body) through the delay line at 20 and 100 ms RTT (root)
     Wan,
+    /// Seeds 003 and 004 under their load tests: 8 connections at once, each as given and fixed
+    Load,
 }
 
 #[derive(Args)]
@@ -331,6 +333,30 @@ fn write_html(args: &LabArgs, title: &str, rows: &[ComparisonRow]) -> Fallible<(
     Ok(())
 }
 
+/// Seed 003's figure from the load suite: requests per second through the proxy over
+/// direct, for each size, as measured.
+fn load_ratios(rows: &[suites::Row]) -> String {
+    let rate = |name: &str| {
+        rows.iter()
+            .find(|r| r.name == name)
+            .map(|r| r.summary().transactions_per_second)
+    };
+    let mut out = String::from("\nthrough the proxy over direct, requests per second:\n");
+    for size in [4096, 1024] {
+        let (via, direct) = (
+            format!("seed 003 SET {size} via proxy"),
+            format!("seed 003 SET {size} direct"),
+        );
+        if let (Some(v), Some(d)) = (rate(&via), rate(&direct)) {
+            out.push_str(&format!(
+                "  SET {size}: lab {:.3}\n",
+                v / d.max(f64::MIN_POSITIVE)
+            ));
+        }
+    }
+    out
+}
+
 /// Each suite row twice: the lab's latencies and the simulator's.
 fn suite_rows(rows: &[suites::Row]) -> Vec<ComparisonRow> {
     let mut out = Vec::new();
@@ -405,6 +431,20 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             let n = args.workload.transactions.unwrap_or(50);
             let points = suites::delay_accuracy(lab, &suites::DELAY_POINTS_MS, n).map_err(err)?;
             report::delay_text(&points)
+        }
+        Suite::Load => {
+            let n = args.workload.transactions.unwrap_or(20);
+            let rows = suites::load(lab, n, options).map_err(err)?;
+            write_html(args, "seeds 003 and 004 under load", &suite_rows(&rows))?;
+            let mut out = report::table_text(
+                &format!(
+                    "seeds 003 and 004 under load, {} connections at once, {n} transactions each:",
+                    suites::LOAD_CONNECTIONS
+                ),
+                &rows,
+            );
+            out.push_str(&load_ratios(&rows));
+            out + &write_suite_captures(args, &rows)?
         }
         Suite::Wan => {
             if lab.net.line.is_none() {

@@ -14,7 +14,7 @@ use tcpstall_sim::engine::capture_segments;
 use tcpstall_sim::infer::{self, Inferred};
 use tcpstall_sim::report;
 use tcpstall_sim::scenario::{PATTERNS, ScenarioFile};
-use tcpstall_sim::sweep::{PARAMETERS, SweepSpec, compare_fixes, sweep};
+use tcpstall_sim::sweep::{PARAMETERS, SizeRow, SweepSpec, compare_fixes, compare_sizes, sweep};
 use tcpstall_sim::truth::Label;
 use tcpstall_sim::{accuracy, profile};
 
@@ -250,6 +250,12 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         return file.to_toml().map_err(|e| e.to_string());
     }
     let scenario = file.resolve().map_err(|e| e.to_string())?;
+    if scenario.connections > 1 && (args.check || args.truth.is_some()) {
+        return Err(format!(
+            "--check and --truth need one connection (the scenario runs {}): the capture holds the first connection only",
+            scenario.connections
+        ));
+    }
     if let Some(spec) = &args.sweep {
         let spec = SweepSpec::parse(spec).map_err(|e| e.to_string())?;
         let points = sweep(&file, &spec).map_err(|e| e.to_string())?;
@@ -268,6 +274,17 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         }
         return Ok(sweep_text(&spec.parameter, &points, args.csv));
     }
+    if args.compare && !file.workload.request_sizes.is_empty() {
+        let rows = compare_sizes(&file).map_err(|e| e.to_string())?;
+        if args.json {
+            return to_json(&serde_json::json!({
+                "schema_version": report::SCHEMA_VERSION,
+                "scenario": report::json_scenario(&scenario),
+                "sizes": rows,
+            }));
+        }
+        return Ok(sizes_text(&report::describe(&scenario), &rows));
+    }
     if args.compare {
         let variants = compare_fixes(&file).map_err(|e| e.to_string())?;
         if args.json {
@@ -280,17 +297,18 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         let mut out = format!("scenario: {}\n\n", report::describe(&scenario));
         let _ = writeln!(
             out,
-            "{:<32} {:>12} {:>12} {:>10} {:>9} {:>9}",
-            "variant", "p50 ms", "mean ms", "tx/s", "stalled", "speed-up"
+            "{:<32} {:>12} {:>12} {:>10} {:>9} {:>9} {:>9}",
+            "variant", "p50 ms", "mean ms", "tx/s", "MB/s", "stalled", "speed-up"
         );
         for v in &variants {
             let _ = writeln!(
                 out,
-                "{:<32} {:>12.3} {:>12.3} {:>10.1} {:>9} {:>8.1}x",
+                "{:<32} {:>12.3} {:>12.3} {:>10.1} {:>9} {:>9} {:>8.1}x",
                 v.name,
                 v.summary.latency_p50 * 1e3,
                 v.summary.latency_mean * 1e3,
                 v.summary.transactions_per_second,
+                megabytes(v.summary.throughput_bps),
                 v.summary.stalled_transactions,
                 v.speedup
             );
@@ -354,6 +372,67 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         out.push_str(&report::timeline(&result, 10_000));
     }
     Ok(out)
+}
+
+/// Payload bytes per second in MB (10^6), to three significant figures.
+fn megabytes(bits_per_second: f64) -> String {
+    let mb = bits_per_second / 8e6;
+    let decimals = if mb >= 100.0 {
+        0
+    } else if mb >= 10.0 {
+        1
+    } else if mb >= 1.0 {
+        2
+    } else {
+        3
+    };
+    format!("{mb:.decimals$}")
+}
+
+/// The request-size sweep: each kind and size as given and written in one call.
+fn sizes_text(description: &str, rows: &[SizeRow]) -> String {
+    let mut out = format!("scenario: {description}\n\n");
+    let _ = writeln!(
+        out,
+        "{:<5} {:>8} {:<14} {:>10} {:>9} {:>8} {:>12} {:>12} {:>7}",
+        "kind",
+        "size",
+        "writes",
+        "p50 ms",
+        "tx/s",
+        "stalled",
+        "1 write tx/s",
+        "1 write MB/s",
+        "ratio"
+    );
+    for row in rows {
+        let writes = row
+            .writes
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join("+");
+        let _ = writeln!(
+            out,
+            "{:<5} {:>8} {:<14} {:>10.3} {:>9.1} {:>8} {:>12.1} {:>12} {:>7.3}",
+            row.kind,
+            row.size,
+            writes,
+            row.as_given.latency_p50 * 1e3,
+            row.as_given.transactions_per_second,
+            format!(
+                "{}/{}",
+                row.as_given.stalled_transactions, row.as_given.transactions
+            ),
+            row.one_write.transactions_per_second,
+            megabytes(row.one_write.throughput_bps),
+            row.ratio
+        );
+    }
+    out.push_str(
+        "\nratio: transactions per second as given over those with each request in one write\n",
+    );
+    out
 }
 
 fn sweep_text(parameter: &str, points: &[tcpstall_sim::sweep::SweepPoint], csv: bool) -> String {

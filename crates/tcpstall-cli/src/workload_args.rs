@@ -32,6 +32,9 @@ pub struct WorkloadArgs {
     /// Number of transactions (for a lab suite: per scenario) [default: the pattern's or suite's]
     #[arg(long, short = 'n')]
     pub transactions: Option<u32>,
+    /// Connections running the workload at once over one link [default: 1]
+    #[arg(long, value_name = "N")]
+    pub connections: Option<u32>,
     /// Server think time before each response, ms [default: 0]
     #[arg(long, value_name = "MS")]
     pub server_think: Option<f64>,
@@ -94,6 +97,9 @@ impl WorkloadArgs {
         }
         if let Some(n) = self.transactions {
             file.workload.transactions = n;
+        }
+        if let Some(n) = self.connections {
+            file.workload.connections = n;
         }
         if let Some(ms) = self.server_think {
             file.workload.server_think_ms = ms;

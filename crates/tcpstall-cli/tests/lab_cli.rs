@@ -330,3 +330,54 @@ fn lookalikes_on_this_kernel_are_not_called_stalls() {
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Seeds 003 and 004 under load on this kernel: 8 connections at once. Requests split by
+/// the proxy, and responses in two writes, stall for the delayed-ACK timer; the same
+/// requests direct, 1 KB requests (not split) and headers only do not.
+#[test]
+fn load_suite_stalls_split_writes_on_every_connection() {
+    with_retries("load suite", || {
+        let out = tcpstall(&["lab", "--suite", "load", "-n", "6"]);
+        let text = stdout(&out);
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        let p50 = |name: &str| p50_of(&text, name).ok_or(format!("no row {name}:\n{text}"));
+        for name in [
+            "seed 003 SET 4096 via proxy",
+            "seed 004 ab -k, headers + body",
+        ] {
+            let ms = p50(name)?;
+            if ms < 30.0 {
+                return Err(format!("{name}: p50 {ms} ms, no stall\n{text}"));
+            }
+        }
+        for name in [
+            "seed 003 SET 4096 direct",
+            "seed 003 SET 1024 via proxy",
+            "seed 003 GET 4096 via proxy",
+            "seed 004 ab -k, headers only",
+        ] {
+            let ms = p50(name)?;
+            if ms > 5.0 {
+                return Err(format!("{name}: p50 {ms} ms\n{text}"));
+            }
+        }
+        // Every transaction but each connection's first (quick-ack mode), 40 of 48.
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("seed 003 SET 4096 via proxy"))
+            .unwrap_or_default();
+        let stalled: u32 = line
+            .split_whitespace()
+            .find_map(|f| f.strip_suffix("/48"))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if stalled < 36 {
+            return Err(format!(
+                "{stalled} of 48 stalled through the proxy:\n{text}"
+            ));
+        }
+        Ok(())
+    });
+}

@@ -205,3 +205,44 @@ fn simulate_html_for_a_run_and_a_sweep() {
     assert_eq!(text.matches(r#"class="sweep-point""#).count(), 6);
     assert!(text.contains("throughput (Mbit/s)"));
 }
+
+/// Seed 001's picture: the simulated SFTP backup over 60 s looks smooth as a whole, and
+/// the sequence graph over one second shows its 0.2 s pauses, five bands of about 188 ms.
+#[test]
+fn seed001_backup_is_smooth_over_60_s_and_pauses_within_one_second() {
+    let temp = TempDir::new("report-outputs", "seed001");
+    let dir = &temp.0;
+    let pcap = dir.join("sftp.pcap");
+    let graphs = dir.join("graphs");
+    let out = tcpstall()
+        .args(["simulate", "scenarios/seed001-sftp-backup.toml", "--pcap"])
+        .arg(&pcap)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tcpstall()
+        .args(["analyze", "--graphs"])
+        .arg(&graphs)
+        .arg(&pcap)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let whole = std::fs::read_to_string(graphs.join("conn1-sequence.svg")).expect("svg");
+    assert!(whole.contains("time since the connection&#39;s first packet (s)"));
+    let second = std::fs::read_to_string(graphs.join("conn1-one-second.svg")).expect("svg");
+    assert!(second.contains("time since the connection&#39;s first packet (ms)"));
+    let bands = second.matches(r#"class="stall-band""#).count();
+    assert!(
+        (5..=7).contains(&bands),
+        "{bands} stall bands in one second"
+    );
+    assert!(second.contains("188.8 ms"), "no 0.2 s pause labelled");
+}

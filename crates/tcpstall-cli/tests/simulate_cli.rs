@@ -205,3 +205,38 @@ fn lookalike_scenario_timeline_and_truth_of_every_gap() {
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The keys of the seeds' real settings and of send scripts refuse bad values on one line.
+#[test]
+fn bad_load_split_and_script_values_are_one_line_errors() {
+    let dir = temp("bad-keys");
+    let bad = [
+        "[workload]\nconnections = 0\n",
+        "[workload]\npattern = \"custom\"\nrequest = [3000]\nresponse = [5]\nsplit_over = 2048\nsplit_first = 4096\n",
+        "[workload]\nrequest_sizes = [0]\n",
+        "[workload]\nkinds = [\"del\"]\n",
+        "[workload]\npattern = \"script\"\n",
+        "[workload]\npattern = \"script\"\nclient_script = [[2000, 5], [1000, 5]]\n",
+        "[workload]\nclient_script = [[1000, 5]]\n",
+        "[server]\nstack = \"linux\"\ndelack_ticks = 2\n",
+        "[server]\nstack = \"aix\"\ndelack_ticks = 3\n",
+        "[workload]\nconnections = 2\n",
+    ];
+    for (i, text) in bad.iter().enumerate() {
+        let file = dir.join(format!("bad{i}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let path = file.to_str().unwrap();
+        // The last is valid, but its capture holds one connection of two.
+        let args = if i + 1 == bad.len() {
+            vec!["simulate", "--check", path]
+        } else {
+            vec!["simulate", path]
+        };
+        let out = tcpstall(&args);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("tcpstall: error:"), "{text}: {err}");
+        assert_eq!(err.lines().count(), 1, "{text}: {err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -63,6 +63,8 @@ pub struct Plan {
     /// TCP_MAXSEG each side sets, so the segment size is the scenario's on any path.
     pub client_mss: u32,
     pub server_mss: u32,
+    /// Client and server pairs running the plan at once (a load test's clients).
+    pub connections: u32,
 }
 
 impl Plan {
@@ -82,6 +84,16 @@ impl Plan {
             return Err(LabError::Unsupported(format!(
                 "the lab writes at most {} MiB per call",
                 MAX_WRITE >> 20
+            )));
+        }
+        if scenario.pattern == "script" {
+            return Err(LabError::Unsupported(
+                "the lab does not run send scripts (pattern \"script\")".into(),
+            ));
+        }
+        if scenario.connections > MAX_CONNECTIONS {
+            return Err(LabError::Unsupported(format!(
+                "the lab runs at most {MAX_CONNECTIONS} connections at once"
             )));
         }
         let nanos = |n: i64| Duration::from_nanos(n.max(0) as u64);
@@ -108,6 +120,7 @@ impl Plan {
             server_reader: ReadPace::from_scenario(&scenario.server.reader),
             client_mss: scenario.client.announced_mss,
             server_mss: scenario.server.announced_mss,
+            connections: scenario.connections,
         })
     }
 
@@ -188,6 +201,46 @@ struct ClientRun {
     client: SocketAddr,
     starts: Vec<Instant>,
     ends: Vec<Instant>,
+}
+
+/// Connections one lab run opens at most: two threads each, on a machine of a few cores.
+pub const MAX_CONNECTIONS: u32 = 64;
+
+/// Runs the plan's connections at once, each a client and a server of its own, and
+/// gathers their transactions, connection by connection.
+pub fn run_concurrent(plan: &Plan, place: &Placement, time_limit: Duration) -> Result<Exchange> {
+    if plan.connections <= 1 {
+        return run(plan, place, time_limit);
+    }
+    let results: Vec<Result<Exchange>> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..plan.connections)
+            .map(|_| scope.spawn(|| run(plan, place, time_limit)))
+            .collect();
+        runs.into_iter()
+            .map(|r| {
+                r.join()
+                    .unwrap_or_else(|_| Err(LabError::Failed("a lab connection panicked".into())))
+            })
+            .collect()
+    });
+    let mut exchanges = results.into_iter();
+    let mut merged = exchanges.next().expect("two connections or more")?;
+    for exchange in exchanges {
+        let exchange = exchange?;
+        let offset = merged.transactions.len() as u32;
+        merged
+            .transactions
+            .extend(exchange.transactions.into_iter().map(|mut t| {
+                t.index += offset;
+                t
+            }));
+    }
+    let first_start = merged.transactions.iter().map(|t| t.start).min();
+    let last_end = merged.transactions.iter().map(|t| t.end).max();
+    if let (Some(first), Some(last)) = (first_start, last_end) {
+        merged.elapsed = Duration::from_nanos((last - first).max(0) as u64);
+    }
+    Ok(merged)
 }
 
 /// Runs the client and the server to the end of the plan, or to `time_limit`.
@@ -300,9 +353,7 @@ fn listen(place: &Placement, plan: &Plan) -> Result<TcpListener> {
         .map_err(|e| LabError::io("server socket", e))?;
     // TCP_MAXSEG and SO_RCVBUF on the listener are inherited by the accepted socket and
     // shape the SYN-ACK (MSS option, window scale).
-    socket
-        .set_tcp_mss(plan.server_mss)
-        .map_err(|e| LabError::io("TCP_MAXSEG", e))?;
+    set_mss(&socket, plan.server_mss)?;
     set_receive_buffer(&socket, plan.server_reader)?;
     socket
         .bind(&addr.into())
@@ -313,6 +364,19 @@ fn listen(place: &Placement, plan: &Plan) -> Result<TcpListener> {
         .set_read_timeout(Some(READ_TIMEOUT))
         .map_err(|e| LabError::io("SO_RCVTIMEO", e))?;
     Ok(socket.into())
+}
+
+/// Linux refuses TCP_MAXSEG above MAX_TCP_WINDOW (32,767, do_tcp_setsockopt): a larger
+/// MSS is left to the path (loopback's MTU of 65,536 gives 65,483 with timestamps).
+const MAX_SETTABLE_MSS: u32 = 32_767;
+
+fn set_mss(socket: &Socket, mss: u32) -> Result<()> {
+    if mss > MAX_SETTABLE_MSS {
+        return Ok(());
+    }
+    socket
+        .set_tcp_mss(mss)
+        .map_err(|e| LabError::io("TCP_MAXSEG", e))
 }
 
 /// Options set once on a connected socket.
@@ -476,9 +540,7 @@ fn serve(listener: &TcpListener, plan: &Plan, deadline: Instant) -> Result<Vec<I
 fn connect(plan: &Plan, server: SocketAddr) -> Result<TcpStream> {
     let socket = Socket::new(Domain::for_address(server), Type::STREAM, None)
         .map_err(|e| LabError::io("client socket", e))?;
-    socket
-        .set_tcp_mss(plan.client_mss)
-        .map_err(|e| LabError::io("TCP_MAXSEG", e))?;
+    set_mss(&socket, plan.client_mss)?;
     set_receive_buffer(&socket, plan.client_reader)?;
     socket
         .connect_timeout(&server.into(), READ_TIMEOUT)

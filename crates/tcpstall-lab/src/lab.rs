@@ -94,6 +94,14 @@ impl Lab {
 
     /// Runs the scenario and its reference; captures and diagnoses when asked.
     pub fn run(&self, scenario: &Scenario, options: &RunOptions) -> Result<LabRun> {
+        if options.capture && scenario.connections > 1 {
+            // The analyzer's stalls are matched to transactions by time, which concurrent
+            // connections share.
+            return Err(LabError::Unsupported(format!(
+                "--capture needs one connection (the scenario runs {})",
+                scenario.connections
+            )));
+        }
         let reference = unstalled_reference(scenario);
         let reference_plan = Plan::from_scenario(&reference)?;
         let reference_run = self.exchange(&reference_plan, options.time_limit)?;
@@ -148,7 +156,7 @@ impl Lab {
             server_ns: self.net.server_ns.as_ref(),
             server_ip: self.net.server_ip,
         };
-        exchange::run(plan, &place, time_limit)
+        exchange::run_concurrent(plan, &place, time_limit)
     }
 }
 

@@ -339,3 +339,60 @@ pub fn wan(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<Vec<Row
     }
     Ok(rows)
 }
+
+/// The scenario files of seeds 003 and 004 under load, as shipped in `scenarios/`.
+const SEED003_PROXY_LOAD: &str = include_str!("../../../scenarios/seed003-proxy-load.toml");
+const SEED004_AB_KEEPALIVE: &str = include_str!("../../../scenarios/seed004-ab-keepalive.toml");
+const SEED004_HEADERS_ONLY: &str =
+    include_str!("../../../scenarios/seed004-ab-keepalive-headers-only.toml");
+
+/// Concurrent connections the load suite opens per scenario: enough to load the host,
+/// few enough for two cores.
+pub const LOAD_CONNECTIONS: u32 = 8;
+
+/// Seeds 003 and 004 with their load tests' concurrency, each as given and fixed:
+/// SETs of 4 KB through the splitting proxy and direct, 1 KB SETs (not split) and 4 KB
+/// GETs, and `ab -k` against headers and body in two writes and headers only.
+pub fn load_files(transactions: u32) -> Result<Vec<(String, ScenarioFile)>> {
+    let parse = |text: &str| -> Result<ScenarioFile> {
+        let mut file = ScenarioFile::from_toml(text)?;
+        file.workload.connections = LOAD_CONNECTIONS;
+        file.workload.transactions = transactions;
+        file.workload.request_sizes.clear();
+        Ok(file)
+    };
+    let proxy = parse(SEED003_PROXY_LOAD)?;
+    let request = |bytes: u32, split: bool| {
+        let mut file = proxy.clone();
+        file.workload.request = vec![bytes];
+        if !split {
+            file.workload.split_over = None;
+        }
+        file
+    };
+    let mut get = proxy.clone();
+    get.workload.request = vec![36];
+    get.workload.response = vec![4096 + 12];
+    Ok(vec![
+        ("seed 003 SET 4096 via proxy".into(), request(4096, true)),
+        ("seed 003 SET 4096 direct".into(), request(4096, false)),
+        ("seed 003 SET 1024 via proxy".into(), request(1024, true)),
+        ("seed 003 SET 1024 direct".into(), request(1024, false)),
+        ("seed 003 GET 4096 via proxy".into(), get),
+        (
+            "seed 004 ab -k, headers + body".into(),
+            parse(SEED004_AB_KEEPALIVE)?,
+        ),
+        (
+            "seed 004 ab -k, headers only".into(),
+            parse(SEED004_HEADERS_ONLY)?,
+        ),
+    ])
+}
+
+pub fn load(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<Vec<Row>> {
+    load_files(transactions)?
+        .into_iter()
+        .map(|(name, file)| run_row(lab, &name, file, options))
+        .collect()
+}

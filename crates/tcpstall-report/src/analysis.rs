@@ -33,6 +33,8 @@ pub struct ConnectionGraphs {
     pub connection: usize,
     pub whole: String,
     pub zoom: Option<String>,
+    /// The sequence graph over one second around that stall (connections over 2 s).
+    pub one_second: Option<String>,
     pub histogram: String,
     pub histogram_kind: &'static str,
     pub trace: ConnectionTrace,
@@ -85,6 +87,20 @@ pub fn draw(analysis: &Analysis, traces: Vec<ConnectionTrace>) -> Vec<Connection
                     height: 330.0,
                 }))
             });
+            let one_second = trace.one_second.as_ref().map(|view| {
+                graphs::time_sequence(&SeqGraph {
+                    connection: c,
+                    connection_number: number,
+                    view,
+                    sender: trace.sender,
+                    kind: ViewKind::Zoom,
+                    title: format!("#{number} one second around the zoomed gap: {direction}"),
+                    width: 640.0,
+                    height: 400.0,
+                    window_scaled: trace.window_scaled,
+                    linked_events: MAX_EVENT_ROWS,
+                })
+            });
             let use_round_trips = trace.round_trips.count >= 3 || trace.data_gaps.count < 3;
             let (hist, kind, x_label) = if use_round_trips {
                 (
@@ -122,6 +138,7 @@ pub fn draw(analysis: &Analysis, traces: Vec<ConnectionTrace>) -> Vec<Connection
                 connection: trace.connection,
                 whole,
                 zoom,
+                one_second,
                 histogram,
                 histogram_kind: kind,
                 trace,
@@ -354,6 +371,12 @@ fn connection_section(analysis: &Analysis, g: &ConnectionGraphs, out: &mut Strin
             "<figure>{zoom}<figcaption>One gap of median length, packet by packet: the {sender} above, its peer below, arrows for the packets. The bar on the {sender}'s line is the time its data was held; the purple bar on the peer's line is the time the peer sat on its ACK (its delayed-ACK timer). The ACK's arrival releases the data.</figcaption></figure>"
         );
     }
+    if let Some(one_second) = &g.one_second {
+        let _ = write!(
+            out,
+            "<figure>{one_second}<figcaption>The same graph over one second around that gap: where the whole connection looks smooth, the {sender}'s data stands still in every band until an ACK lets it go.</figcaption></figure>"
+        );
+    }
     let _ = write!(
         out,
         "<figure>{}<figcaption>Histogram of {} on a log scale{}: red bars are intervals that held a TCP stall. Two modes, one fast and one at the delayed-ACK timer, are the signature.</figcaption></figure>",
@@ -568,6 +591,9 @@ pub fn write_reports(
             let mut pictures = vec![(format!("conn{n}-sequence"), &g.whole)];
             if let Some(zoom) = &g.zoom {
                 pictures.push((format!("conn{n}-zoom"), zoom));
+            }
+            if let Some(one_second) = &g.one_second {
+                pictures.push((format!("conn{n}-one-second"), one_second));
             }
             pictures.push((format!("conn{n}-round-trips"), &g.histogram));
             for (name, svg) in pictures {

@@ -304,6 +304,8 @@ impl Listing {
     }
 }
 
+const ONE_SECOND: Nanos = 1_000_000_000;
+
 /// Everything drawn for one connection.
 #[derive(Clone, Debug)]
 pub struct ConnectionTrace {
@@ -312,6 +314,9 @@ pub struct ConnectionTrace {
     /// The side whose data is graphed: the one that was held.
     pub sender: usize,
     pub overview: View,
+    /// One second around the stall the zoom shows, in a connection longer than two: the
+    /// zoom a person makes on a smooth-looking graph to see its pauses (seed 001).
+    pub one_second: Option<View>,
     /// The stall the zoom shows (its packets are always listed).
     pub representative: Option<usize>,
     /// Request-to-response round trips (first request byte to last response byte).
@@ -472,6 +477,14 @@ impl Tracker {
                 connection: index,
                 sender,
                 overview: View::new(c.first_time, c.last_time, config),
+                one_second: representative
+                    .filter(|_| c.last_time - c.first_time > 2 * ONE_SECOND)
+                    .map(|r| {
+                        // The stall a little left of the middle, the pauses after it in view.
+                        let start = (c.events[r].start - 2 * ONE_SECOND / 5)
+                            .clamp(c.first_time, c.last_time - ONE_SECOND);
+                        View::new(start, start + ONE_SECOND, config)
+                    }),
                 representative,
                 round_trips: LogHistogram::new(),
                 data_gaps: LogHistogram::new(),
@@ -548,6 +561,9 @@ impl Tracker {
                 retransmission: seq < self.highest_end,
             };
             self.highest_end = self.highest_end.max(hi);
+            if let Some(view) = &mut self.trace.one_second {
+                view.add_data(point);
+            }
             self.trace.overview.add_data(point);
             if let Some(prev) = self.last_data {
                 let stalled = self.stall_ended_in(prev, s.time);
@@ -565,6 +581,9 @@ impl Tracker {
                 ack,
                 window_edge: ack + window as i64,
             };
+            if let Some(view) = &mut self.trace.one_second {
+                view.add_ack(point);
+            }
             self.trace.overview.add_ack(point);
         }
         if s.payload_len > 0

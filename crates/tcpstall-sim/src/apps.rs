@@ -29,6 +29,9 @@ enum Shape {
     },
     /// The client writes every block at once; the server reads as it can.
     Stream,
+    /// Both sides write what their scripts say when they say it; a transaction is one
+    /// client write, until the server application has read it.
+    Script,
 }
 
 pub(crate) struct Apps {
@@ -51,6 +54,8 @@ pub(crate) struct Apps {
     /// When the response the client last completed arrived.
     client_trigger: Nanos,
     closed: bool,
+    /// For `script`: where each client write ends in the byte stream.
+    script_ends: Vec<u64>,
 }
 
 impl Apps {
@@ -60,6 +65,7 @@ impl Apps {
                 period: scenario.period.max(1),
             },
             "stream" => Shape::Stream,
+            "script" => Shape::Script,
             _ => Shape::RequestResponse,
         };
         Apps {
@@ -80,6 +86,14 @@ impl Apps {
             client_waiting_think: false,
             client_trigger: 0,
             closed: false,
+            script_ends: scenario
+                .client_script
+                .iter()
+                .scan(0u64, |end, &(_, bytes)| {
+                    *end += u64::from(bytes);
+                    Some(*end)
+                })
+                .collect(),
         }
     }
 }
@@ -97,6 +111,19 @@ impl Simulation<'_> {
             Shape::Periodic { period } => {
                 self.issue_request(WriteCause::OwnClock);
                 self.schedule(self.now + period, Event::AppWrite { side: CLIENT });
+            }
+            Shape::Script => {
+                for side in [CLIENT, SERVER] {
+                    let script = if side == CLIENT {
+                        &self.scenario.client_script
+                    } else {
+                        &self.scenario.server_script
+                    };
+                    for &(at, bytes) in script {
+                        let at = at.max(self.now);
+                        self.schedule(at, Event::ScriptWrite { side, bytes });
+                    }
+                }
             }
             Shape::Stream => {
                 while self.apps.issued < self.apps.transactions {
@@ -160,6 +187,15 @@ impl Simulation<'_> {
             let rest = writes[split..].to_vec();
             self.schedule(self.now + gap, Event::WriteRest { side, writes: rest });
         }
+    }
+
+    /// A scripted write is due.
+    pub(crate) fn script_write(&mut self, side: usize, bytes: u32) {
+        if side == CLIENT {
+            self.apps.issued += 1;
+            self.apps.starts.push(self.now);
+        }
+        self.write_some(side, vec![(bytes, false)], WriteCause::OwnClock);
     }
 
     /// close(): the FIN follows the data written.
@@ -288,6 +324,15 @@ impl Simulation<'_> {
     }
 
     fn server_received(&mut self, bytes: u64) {
+        if self.apps.shape == Shape::Script {
+            self.apps.server_received += bytes;
+            while self.apps.completed < self.apps.issued
+                && self.apps.script_ends[self.apps.completed as usize] <= self.apps.server_received
+            {
+                self.complete_transaction();
+            }
+            return;
+        }
         let request = self.apps.request_bytes.max(1);
         let before = self.apps.server_received / request;
         self.apps.server_received += bytes;
@@ -346,7 +391,7 @@ impl Simulation<'_> {
                     self.schedule(next, Event::AppClose { side: CLIENT });
                 }
             }
-            Shape::Stream => {}
+            Shape::Stream | Shape::Script => {}
             Shape::RequestResponse => {
                 self.apps.client_waiting_think = false;
                 let arrived = self.apps.client_trigger;

@@ -4,7 +4,7 @@
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 
-use crate::profile::{DelayedAckTimer, NagleMode, RtoRule, StackProfile};
+use crate::profile::{DelayedAckTimer, NagleMode, RtoRule, SlowStart, StackProfile};
 use crate::scenario::SocketOptions;
 use crate::window::{
     ReceiveBuffer, WindowRules, persist_interval, read_opens_window, sender_may_use_window,
@@ -177,6 +177,8 @@ pub struct Endpoint {
     out_of_order: Vec<(u64, u64)>,
     unacked_bytes: u64,
     unacked_segments: u32,
+    /// A one-byte segment arrived that the profile answers at once.
+    one_byte_arrived: bool,
     first_unacked_at: Option<Nanos>,
     delack_pending: bool,
     quick: u32,
@@ -238,6 +240,7 @@ impl Endpoint {
             out_of_order: Vec::new(),
             unacked_bytes: 0,
             unacked_segments: 0,
+            one_byte_arrived: false,
             first_unacked_at: None,
             delack_pending: false,
             quick: 0,
@@ -698,7 +701,11 @@ impl Endpoint {
             self.snd_una = segment.ack;
             self.dupacks = 0;
             if self.cwnd < self.ssthresh {
-                self.cwnd += acked;
+                self.cwnd += match self.profile.slow_start {
+                    SlowStart::ByteCounting => acked,
+                    // RFC 2581 3.1: "at most SMSS bytes for each ACK", taken as exactly.
+                    SlowStart::PerAck => u64::from(self.send_mss),
+                };
             } else {
                 self.cwnd +=
                     (u64::from(self.send_mss) * u64::from(self.send_mss) / self.cwnd.max(1)).max(1);
@@ -836,7 +843,12 @@ impl Endpoint {
             out.peer_closed = true;
         }
         self.unacked_bytes += self.rcv_nxt - before;
-        self.unacked_segments += 1;
+        if !self.profile.ack_full_segments_only || segment.len >= self.rcv_mss {
+            self.unacked_segments += 1;
+        }
+        if self.profile.ack_one_byte_at_once && segment.len == 1 {
+            self.one_byte_arrived = true;
+        }
         if self.first_unacked_at.is_none() {
             self.first_unacked_at = Some(now);
         }
@@ -894,7 +906,7 @@ impl Endpoint {
         match self.profile.delayed_ack {
             DelayedAckTimer::LinuxAto { min, .. } => min,
             DelayedAckTimer::PerConnection { delay } => delay,
-            DelayedAckTimer::GlobalTick { period } => period,
+            DelayedAckTimer::GlobalTick { period, .. } => period,
         }
     }
 
@@ -902,6 +914,10 @@ impl Endpoint {
     fn must_ack_now(&mut self) -> bool {
         // TCP_QUICKACK, set again after every read.
         if self.options.quickack {
+            return true;
+        }
+        // INET: a one-byte segment may be a window probe, so it is answered at once.
+        if std::mem::take(&mut self.one_byte_arrived) {
             return true;
         }
         match self.profile.delayed_ack {
@@ -926,10 +942,11 @@ impl Endpoint {
     fn delayed_ack_deadline(&self, now: Nanos) -> Nanos {
         match self.profile.delayed_ack {
             DelayedAckTimer::PerConnection { delay } => now + delay,
-            DelayedAckTimer::GlobalTick { period } => {
-                // The next tick of a global clock (its phase is this endpoint's).
+            DelayedAckTimer::GlobalTick { period, ticks } => {
+                // The next tick of a global clock (its phase is this endpoint's), or the
+                // one `ticks` after it.
                 let since_phase = now - self.jiffy_phase;
-                self.jiffy_phase + (since_phase.div_euclid(period) + 1) * period
+                self.jiffy_phase + (since_phase.div_euclid(period) + Nanos::from(ticks)) * period
             }
             DelayedAckTimer::LinuxAto { min, max, jiffy } => {
                 // tcp_send_delayed_ack: an ATO above the minimum is bounded by the RTT

@@ -2,8 +2,10 @@
 //! applications on both ends ([`crate::apps`]), the capture point ([`crate::capture`]),
 //! and the ground truth of every hold, delayed ACK and gap ([`crate::truth`]).
 
+use std::cell::RefCell;
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::rc::Rc;
 
 use serde::Serialize;
 
@@ -59,6 +61,11 @@ pub(crate) enum Event {
     WriteRest {
         side: usize,
         writes: Vec<(u32, bool)>,
+    },
+    /// A write of a send script is due.
+    ScriptWrite {
+        side: usize,
+        bytes: u32,
     },
     /// The application wakes to read.
     AppRead {
@@ -151,7 +158,8 @@ pub struct Simulation<'a> {
     order: u64,
     queue: BinaryHeap<Reverse<Queued>>,
     pub(crate) endpoints: [Endpoint; 2],
-    link: Link,
+    /// The path, shared with the other connections of a concurrent run.
+    link: Rc<RefCell<Link>>,
     generations: [[u64; 3]; 2],
     rng: Rng,
     pub(crate) apps: Apps,
@@ -171,7 +179,19 @@ const PERSIST: usize = 2;
 
 impl<'a> Simulation<'a> {
     pub fn new(scenario: &'a Scenario, record_capture: bool) -> Simulation<'a> {
-        let mut rng = Rng::new(scenario.link.seed);
+        let link = Link::new(&scenario.link, scenario.capture.fraction());
+        Simulation::on_link(scenario, record_capture, Rc::new(RefCell::new(link)), 0)
+    }
+
+    /// One connection of several on a shared `link`; `index` varies its seed (timer
+    /// phases, jitter) from the others'.
+    pub fn on_link(
+        scenario: &'a Scenario,
+        record_capture: bool,
+        link: Rc<RefCell<Link>>,
+        index: u64,
+    ) -> Simulation<'a> {
+        let mut rng = Rng::new(scenario.link.seed.wrapping_add(index));
         let phase = |rng: &mut Rng| (rng.unit() * 200e6) as Nanos;
         let endpoint = |side: usize, rng: &mut Rng| {
             let config = if side == CLIENT {
@@ -195,7 +215,7 @@ impl<'a> Simulation<'a> {
             order: 0,
             queue: BinaryHeap::new(),
             endpoints: [client, server],
-            link: Link::new(&scenario.link, scenario.capture.fraction()),
+            link,
             generations: [[0; 3]; 2],
             rng,
             apps: Apps::new(scenario),
@@ -235,19 +255,39 @@ impl<'a> Simulation<'a> {
 
     /// Runs the scenario to its end and returns what happened.
     pub fn run(mut self) -> RunResult {
+        self.begin();
+        while self.step() {}
+        self.finish()
+    }
+
+    /// The client opens the connection.
+    pub fn begin(&mut self) {
         let client = &self.scenario.client;
-        let server = &self.scenario.server;
         let timestamps = client.profile.timestamps;
         let syn = self.endpoints[CLIENT].syn(0, client.announced_mss, timestamps, false);
         self.transmit(syn);
-        while let Some(Reverse(next)) = self.queue.pop() {
-            if next.time > MAX_SIM_TIME || self.result.events >= MAX_EVENTS {
-                break;
-            }
+    }
+
+    /// When the next event is due, if there is one within the run's limits.
+    pub fn next_event_time(&self) -> Option<Nanos> {
+        let Reverse(next) = self.queue.peek()?;
+        (next.time <= MAX_SIM_TIME && self.result.events < MAX_EVENTS).then_some(next.time)
+    }
+
+    /// Processes the next event; false when the run is over.
+    pub fn step(&mut self) -> bool {
+        if self.next_event_time().is_none() {
+            return false;
+        }
+        let Some(Reverse(next)) = self.queue.pop() else {
+            return false;
+        };
+        let server_mss = self.scenario.server.announced_mss;
+        {
             self.now = next.time;
             self.result.events += 1;
             match next.event {
-                Event::Arrive(segment) => self.arrive(segment, server.announced_mss),
+                Event::Arrive(segment) => self.arrive(segment, server_mss),
                 Event::DelayedAck { side, generation } => {
                     if generation == self.generations[side][DELACK] {
                         let mut out = Output::default();
@@ -282,9 +322,15 @@ impl<'a> Simulation<'a> {
                 Event::AppWrite { side } => self.app_timer(side),
                 Event::WriteRest { side, writes } => self.write_rest(side, writes),
                 Event::AppRead { side } => self.app_read(side),
+                Event::ScriptWrite { side, bytes } => self.script_write(side, bytes),
                 Event::AppClose { side } => self.close(side, WriteCause::OwnClock),
             }
         }
+        true
+    }
+
+    /// The run is over: what happened.
+    pub fn finish(mut self) -> RunResult {
         self.result.end_time = self.now;
         self.result.completed = self.apps.completed == self.apps.transactions;
         self.result.client_mss = self.endpoints[CLIENT].send_mss;
@@ -460,7 +506,8 @@ impl<'a> Simulation<'a> {
     /// When a segment leaving `side` at `sent` passes the capture point on an idle path
     /// (replaced by the recorded time when the capture saw it).
     fn capture_time_of_departure(&self, side: usize, sent: Nanos) -> Nanos {
-        sent + (self.link.delays[side] as f64 * self.link.share_to_capture(side)) as Nanos
+        let link = self.link.borrow();
+        sent + (link.delays[side] as f64 * link.share_to_capture(side)) as Nanos
     }
 
     /// Puts a segment on the link, and records what the capture point sees of it.
@@ -493,9 +540,10 @@ impl<'a> Simulation<'a> {
         let bytes = FRAME_OVERHEAD
             + u64::from(segment.len)
             + if segment.timestamps.is_some() { 12 } else { 0 };
-        let transit = self
-            .link
-            .carry(from, self.now, bytes, segment.syn, &mut self.rng);
+        let transit =
+            self.link
+                .borrow_mut()
+                .carry(from, self.now, bytes, segment.syn, &mut self.rng);
         if segment.len > 0 {
             self.endpoints[from].data_in_host_until = transit.departed_host;
         }

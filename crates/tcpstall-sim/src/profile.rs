@@ -13,6 +13,10 @@ fn ms(n: Nanos) -> String {
     text.trim_end_matches(".0").to_string()
 }
 
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
 /// How a stack holds sub-MSS segments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -33,7 +37,12 @@ pub enum DelayedAckTimer {
     PerConnection { delay: Nanos },
     /// One global tick for all connections (BSD fast timeout): pending ACKs go out at the
     /// next tick, so the delay is anywhere from 0 to the period.
-    GlobalTick { period: Nanos },
+    GlobalTick {
+        period: Nanos,
+        /// The pending ACK goes on this tick after the data (1: the next one).
+        #[serde(skip_serializing_if = "is_one")]
+        ticks: u32,
+    },
     /// Linux: `ato`, at least TCP_DELACK_MIN (40 ms) and at most TCP_DELACK_MAX (200 ms),
     /// counted in jiffies and fired one jiffy late by the timer wheel's rounding.
     LinuxAto {
@@ -41,6 +50,16 @@ pub enum DelayedAckTimer {
         max: Nanos,
         jiffy: Nanos,
     },
+}
+
+/// How slow start grows the congestion window on an ACK of new data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlowStart {
+    /// By the bytes acknowledged (RFC 3465 appropriate byte counting, RFC 5681 3.1).
+    ByteCounting,
+    /// By one MSS per ACK, however little it acknowledges (RFC 2581 read as a rule).
+    PerAck,
 }
 
 /// How the retransmission timeout follows the round trip.
@@ -72,9 +91,15 @@ impl DelayedAckTimer {
             DelayedAckTimer::PerConnection { delay } => {
                 format!("{} ms timer per connection", ms(delay))
             }
-            DelayedAckTimer::GlobalTick { period } => {
+            DelayedAckTimer::GlobalTick { period, ticks: 1 } => {
                 format!("global {} ms tick (0 to {} ms)", ms(period), ms(period))
             }
+            DelayedAckTimer::GlobalTick { period, ticks } => format!(
+                "global {} ms tick, ACK on the tick {ticks} after the data ({} to {} ms)",
+                ms(period),
+                ms(period * Nanos::from(ticks - 1)),
+                ms(period * Nanos::from(ticks))
+            ),
             DelayedAckTimer::LinuxAto { min, max, jiffy } => format!(
                 "ato {} to {} ms, on {} ms jiffies, fired one jiffy late",
                 ms(min),
@@ -129,6 +154,13 @@ pub struct StackProfile {
     /// Linux `__tcp_cleanup_rbuf`: a pending delayed ACK goes when the application reads
     /// small pushed segments and empties the queue, outside ping-pong mode.
     pub ack_on_read: bool,
+    /// Only full-sized segments count towards `ack_every_segments` (RFC 1122 4.2.3.2
+    /// read literally: "in a stream of full-sized segments").
+    pub ack_full_segments_only: bool,
+    /// A one-byte segment is acknowledged at once, taken for a window probe.
+    pub ack_one_byte_at_once: bool,
+    /// How slow start grows the congestion window.
+    pub slow_start: SlowStart,
     /// Where each value comes from, and how sure we are of it.
     pub sources: &'static [(&'static str, &'static str)],
 }
@@ -147,8 +179,19 @@ pub fn all() -> Vec<StackProfile> {
     ]
 }
 
+/// Models of other simulators, to run their tests: not real stacks, so outside the
+/// matrices and tables that [`all`] feeds.
+pub fn peers() -> Vec<StackProfile> {
+    vec![inet()]
+}
+
 pub fn by_name(name: &str) -> Option<StackProfile> {
-    all().into_iter().find(|p| p.name == name)
+    all().into_iter().chain(peers()).find(|p| p.name == name)
+}
+
+/// Every name a scenario may give, the peers' models last.
+pub fn all_names() -> Vec<&'static str> {
+    all().iter().chain(peers().iter()).map(|p| p.name).collect()
 }
 
 pub fn names() -> Vec<&'static str> {
@@ -176,6 +219,9 @@ pub fn linux() -> StackProfile {
         autocork: true,
         window_rules: WindowRules::Linux,
         ack_on_read: true,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             (
                 "nagle",
@@ -236,6 +282,9 @@ pub fn windows() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             (
                 "nagle",
@@ -279,7 +328,10 @@ pub fn macos_legacy() -> StackProfile {
         nagle: NagleMode::Classic,
         timestamps: true,
         initial_window: 4,
-        delayed_ack: DelayedAckTimer::GlobalTick { period: 200 * MS },
+        delayed_ack: DelayedAckTimer::GlobalTick {
+            period: 200 * MS,
+            ticks: 1,
+        },
         ack_every_segments: 2,
         quickack_segments: 0,
         pingpong: false,
@@ -289,6 +341,9 @@ pub fn macos_legacy() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             (
                 "nagle",
@@ -336,6 +391,9 @@ pub fn freebsd() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             ("nagle", "tcp_output.c: classic Nagle (likely)"),
             ("timestamps", "net.inet.tcp.rfc1323=1 (confirmed)"),
@@ -370,7 +428,10 @@ pub fn aix() -> StackProfile {
         nagle: NagleMode::Classic,
         timestamps: false,
         initial_window: 4,
-        delayed_ack: DelayedAckTimer::GlobalTick { period: 200 * MS },
+        delayed_ack: DelayedAckTimer::GlobalTick {
+            period: 200 * MS,
+            ticks: 1,
+        },
         ack_every_segments: 2,
         quickack_segments: 0,
         pingpong: false,
@@ -380,6 +441,9 @@ pub fn aix() -> StackProfile {
         autocork: false,
         window_rules: WindowRules::Bsd,
         ack_on_read: false,
+        ack_full_segments_only: false,
+        ack_one_byte_at_once: false,
+        slow_start: SlowStart::ByteCounting,
         sources: &[
             ("nagle", "classic Nagle (likely)"),
             ("timestamps", "rfc1323=0 by default (likely)"),
@@ -393,6 +457,58 @@ pub fn aix() -> StackProfile {
             (
                 "window_rules",
                 "BSD-derived SWS rules and persist bounds (unconfirmed)",
+            ),
+        ],
+    }
+}
+
+/// The TCP model of the INET framework (OMNeT++) as its Nagle and delayed-ACK module tests
+/// configure it (`tests/module/lib/defaults.ini`: TcpReno, MSS 1024, delayed ACKs on), so
+/// that those tests' traces can be reproduced here.
+pub fn inet() -> StackProfile {
+    StackProfile {
+        name: "inet",
+        description: "INET framework TcpReno, as its module tests run it",
+        nagle: NagleMode::Classic,
+        timestamps: false,
+        initial_window: 1,
+        delayed_ack: DelayedAckTimer::PerConnection { delay: 200 * MS },
+        ack_every_segments: 2,
+        quickack_segments: 0,
+        pingpong: false,
+        min_rto: 1000 * MS,
+        rto_rule: RtoRule::Rfc6298,
+        cork_flush: None,
+        autocork: false,
+        window_rules: WindowRules::Bsd,
+        ack_on_read: false,
+        ack_full_segments_only: true,
+        ack_one_byte_at_once: true,
+        slow_start: SlowStart::PerAck,
+        sources: &[
+            (
+                "nagle",
+                "TcpConnection::sendData: no sub-MSS segment while snd_una != snd_max (confirmed)",
+            ),
+            (
+                "initial_window",
+                "TcpBaseAlg::established: one MSS unless increasedIWEnabled (confirmed)",
+            ),
+            (
+                "delayed_ack",
+                "TcpBaseAlg::receiveSeqChanged: a 200 ms timer, not re-armed while scheduled (confirmed)",
+            ),
+            (
+                "ack_every_segments",
+                "full_sized_segment_counter >= 2: only full-sized segments count (confirmed)",
+            ),
+            (
+                "ack_one_byte_at_once",
+                "TcpConnection::processSegment1stThru8th: a one-byte segment is taken for a persist probe (confirmed)",
+            ),
+            (
+                "slow_start",
+                "TcpReno::receivedDataAck: cwnd += SMSS per ACK of new data (confirmed)",
             ),
         ],
     }

@@ -43,7 +43,11 @@ pub fn describe(scenario: &Scenario) -> String {
         } else {
             String::new()
         }
-    )
+    ) + &if scenario.connections > 1 {
+        format!(", {} connections at once", scenario.connections)
+    } else {
+        String::new()
+    }
 }
 
 pub fn bandwidth(bps: f64) -> String {
@@ -81,7 +85,7 @@ pub fn text(scenario: &Scenario, result: &RunResult) -> String {
         out,
         "transactions: {} of {}{}, {} stalled",
         s.transactions,
-        scenario.transactions,
+        scenario.transactions * scenario.connections,
         if s.completed {
             ""
         } else {

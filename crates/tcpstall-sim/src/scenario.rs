@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 
-use crate::profile::{self, StackProfile};
+use crate::profile::StackProfile;
+use crate::resolve::{resolve_script, resolve_side, split_request};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -60,6 +61,9 @@ pub struct SideConfig {
     pub mss: Option<u32>,
     /// Override the delayed-ACK timer, milliseconds (a per-connection timer, or the tick period).
     pub delack_ms: Option<f64>,
+    /// For a stack whose delayed ACKs go on a global tick: on the tick this many after
+    /// the data (1, the next: a delay of 0 to one period; 2: one to two periods).
+    pub delack_ticks: Option<u32>,
     /// Override the Nagle variant: "classic", "minshall", "off".
     pub nagle: Option<String>,
     /// How this side's application reads what arrives.
@@ -74,6 +78,7 @@ impl Default for SideConfig {
             options: SocketOptions::default(),
             mss: None,
             delack_ms: None,
+            delack_ticks: None,
             nagle: None,
             reader: ReaderConfig::default(),
         }
@@ -162,6 +167,22 @@ pub struct WorkloadConfig {
     /// For `periodic`: the client writes a request every this many milliseconds, on its
     /// own clock, whether or not earlier ones were acknowledged or answered.
     pub period_ms: f64,
+    /// Connections running the workload at once over the one link (a load test's
+    /// clients).
+    pub connections: u32,
+    /// For `--compare`: the request sizes to run, each as `request` (a size sweep).
+    pub request_sizes: Vec<u32>,
+    /// For `--compare` with `request_sizes`: "set" (the request carries the size, the
+    /// reply is 5 bytes) and "get" (a 36-byte request, the reply carries the size); Redis.
+    pub kinds: Vec<String>,
+    /// A proxy between client and server writes each request larger than this in two
+    /// calls: `split_first` bytes, then the rest (seed 003). None: requests as written.
+    pub split_over: Option<u32>,
+    pub split_first: u32,
+    /// For `script`: the client's writes, each `[milliseconds from the start, bytes]`.
+    pub client_script: Vec<(f64, u32)>,
+    /// For `script`: the server's writes, the same way.
+    pub server_script: Vec<(f64, u32)>,
 }
 
 impl Default for WorkloadConfig {
@@ -176,6 +197,13 @@ impl Default for WorkloadConfig {
             client_think_ms: 0.0,
             write_gap_ms: 0.0,
             period_ms: 0.0,
+            connections: 1,
+            request_sizes: Vec::new(),
+            kinds: Vec::new(),
+            split_over: None,
+            split_first: 1424,
+            client_script: Vec::new(),
+            server_script: Vec::new(),
         }
     }
 }
@@ -274,6 +302,10 @@ pub const PATTERNS: &[(&str, &str)] = &[
         "one-way: the client writes `request` (64 KiB) over and over, no reply; with a slow reader the window closes",
     ),
     ("custom", "`request` and `response` write sizes as given"),
+    (
+        "script",
+        "writes of given sizes at given times (`client_script`, `server_script`), nothing waits for a reply",
+    ),
 ];
 
 /// A resolved scenario, ready to run.
@@ -292,6 +324,11 @@ pub struct Scenario {
     pub write_gap: Nanos,
     /// For `periodic`: the client's write period.
     pub period: Nanos,
+    /// Connections running at once over the link.
+    pub connections: u32,
+    /// For `script`: each side's writes, when and how many bytes, in time order.
+    pub client_script: Vec<(Nanos, u32)>,
+    pub server_script: Vec<(Nanos, u32)>,
     pub capture: CapturePoint,
     pub capture_offload: bool,
     pub capture_miss: f64,
@@ -329,7 +366,7 @@ impl Reader {
     }
 }
 
-fn millis_to_nanos(ms: f64) -> Nanos {
+pub(crate) fn millis_to_nanos(ms: f64) -> Nanos {
     (ms * NANOS_PER_MILLI as f64).round() as Nanos
 }
 
@@ -390,6 +427,23 @@ impl ScenarioFile {
             "periodic" => (vec![54], vec![1], 1, 50),
             "stream" => (vec![65_536], vec![1], 1, 16),
             "custom" => (Vec::new(), Vec::new(), 1, 10),
+            "script" => {
+                let sizes = |script: &[(f64, u32)]| script.iter().map(|&(_, b)| b).collect();
+                let client: Vec<u32> = sizes(&w.client_script);
+                if client.is_empty() {
+                    return Err(ScenarioError::Invalid(
+                        "the script pattern needs a `client_script` of [ms, bytes] writes".into(),
+                    ));
+                }
+                let server: Vec<u32> = sizes(&w.server_script);
+                let count = client.len() as u32;
+                (
+                    client,
+                    if server.is_empty() { vec![1] } else { server },
+                    1,
+                    count,
+                )
+            }
             other => {
                 let names: Vec<&str> = PATTERNS.iter().map(|(n, _)| *n).collect();
                 return Err(ScenarioError::UnknownPattern(
@@ -407,8 +461,11 @@ impl ScenarioFile {
         if w.depth != 1 {
             depth = w.depth;
         }
-        if w.transactions != WorkloadConfig::default().transactions {
+        if w.transactions != WorkloadConfig::default().transactions && w.pattern != "script" {
             transactions = w.transactions;
+        }
+        if let Some(over) = w.split_over {
+            request = split_request(&request, over, w.split_first)?;
         }
         if request.is_empty() || response.is_empty() {
             return Err(ScenarioError::Invalid(
@@ -424,7 +481,7 @@ impl ScenarioFile {
                 "write sizes must be 1 byte to 1 GiB".into(),
             ));
         }
-        if request.len() > 64 || response.len() > 64 {
+        if w.pattern != "script" && (request.len() > 64 || response.len() > 64) {
             return Err(ScenarioError::Invalid(
                 "at most 64 writes per message".into(),
             ));
@@ -476,7 +533,37 @@ impl ScenarioFile {
         if w.pattern == "periodic" && period == 0 {
             period = 20 * NANOS_PER_MILLI;
         }
+        let client_script = resolve_script("client_script", &w.client_script)?;
+        let server_script = resolve_script("server_script", &w.server_script)?;
+        if w.pattern != "script" && !(client_script.is_empty() && server_script.is_empty()) {
+            return Err(ScenarioError::Invalid(
+                "client_script and server_script need pattern = \"script\"".into(),
+            ));
+        }
+        if !(1..=10_000).contains(&w.connections) {
+            return Err(ScenarioError::Invalid(format!(
+                "connections must be 1 to 10000, got {}",
+                w.connections
+            )));
+        }
+        if let Some(&size) = w.request_sizes.iter().find(|&&b| b == 0 || b > 1 << 30) {
+            return Err(ScenarioError::Invalid(format!(
+                "request_sizes must be 1 byte to 1 GiB, got {size}"
+            )));
+        }
+        if let Some(kind) = w
+            .kinds
+            .iter()
+            .find(|k| !matches!(k.as_str(), "set" | "get"))
+        {
+            return Err(ScenarioError::Invalid(format!(
+                "kinds: {kind:?} is not one of set, get"
+            )));
+        }
         Ok(Scenario {
+            connections: w.connections,
+            client_script,
+            server_script,
             client: resolve_side(&self.client, link.mtu)?,
             server: resolve_side(&self.server, link.mtu)?,
             link,
@@ -494,90 +581,4 @@ impl ScenarioFile {
             capture_miss: self.capture_miss,
         })
     }
-}
-
-fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, ScenarioError> {
-    let mut profile = profile::by_name(&config.stack).ok_or_else(|| {
-        ScenarioError::UnknownStack(config.stack.clone(), profile::names().join(", "))
-    })?;
-    if let Some(ms) = config.delack_ms {
-        if !(ms > 0.0 && ms <= 500.0) {
-            return Err(ScenarioError::Invalid(format!(
-                "delack_ms must be above 0 and at most 500 (RFC 1122 4.2.3.2), got {ms}"
-            )));
-        }
-        let delay = millis_to_nanos(ms);
-        profile.delayed_ack = match profile.delayed_ack {
-            crate::profile::DelayedAckTimer::GlobalTick { .. } => {
-                crate::profile::DelayedAckTimer::GlobalTick { period: delay }
-            }
-            crate::profile::DelayedAckTimer::LinuxAto { max, jiffy, .. } => {
-                crate::profile::DelayedAckTimer::LinuxAto {
-                    min: delay,
-                    max: max.max(delay),
-                    jiffy,
-                }
-            }
-            crate::profile::DelayedAckTimer::PerConnection { .. } => {
-                crate::profile::DelayedAckTimer::PerConnection { delay }
-            }
-        };
-    }
-    if let Some(nagle) = &config.nagle {
-        profile.nagle = match nagle.as_str() {
-            "classic" => crate::profile::NagleMode::Classic,
-            "minshall" => crate::profile::NagleMode::Minshall,
-            "off" => crate::profile::NagleMode::Off,
-            other => {
-                return Err(ScenarioError::Invalid(format!(
-                    "nagle {other:?}: use classic, minshall or off"
-                )));
-            }
-        };
-    }
-    let announced_mss = config.mss.unwrap_or(mtu - 40);
-    if !(88..=65_495).contains(&announced_mss) {
-        return Err(ScenarioError::Invalid(format!(
-            "mss must be 88 to 65495, got {announced_mss}"
-        )));
-    }
-    Ok(Side {
-        profile,
-        options: config.options,
-        announced_mss,
-        reader: resolve_reader(&config.reader)?,
-    })
-}
-
-fn resolve_reader(config: &ReaderConfig) -> Result<Reader, ScenarioError> {
-    if let Some(bytes) = config.rcvbuf
-        && !(256..=1 << 30).contains(&bytes)
-    {
-        return Err(ScenarioError::Invalid(format!(
-            "rcvbuf must be 256 bytes to 1 GiB, got {bytes}"
-        )));
-    }
-    if let Some(bytes) = config.read_bytes
-        && !(1..=1 << 30).contains(&bytes)
-    {
-        return Err(ScenarioError::Invalid(format!(
-            "read_bytes must be 1 byte to 1 GiB, got {bytes}"
-        )));
-    }
-    for (what, ms) in [
-        ("read_interval_ms", config.read_interval_ms),
-        ("read_delay_ms", config.read_delay_ms),
-    ] {
-        if !(0.0..=60_000.0).contains(&ms) {
-            return Err(ScenarioError::Invalid(format!(
-                "{what} must be between 0 and 60000, got {ms}"
-            )));
-        }
-    }
-    Ok(Reader {
-        rcvbuf: config.rcvbuf,
-        read_bytes: config.read_bytes,
-        read_interval: millis_to_nanos(config.read_interval_ms),
-        read_delay: millis_to_nanos(config.read_delay_ms),
-    })
 }

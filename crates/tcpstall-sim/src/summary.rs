@@ -37,10 +37,18 @@ pub fn summarize(result: &RunResult, request_bytes: u64, response_bytes: u64) ->
     let mut latencies: Vec<f64> = result.transactions.iter().map(|t| t.latency).collect();
     latencies.sort_by(f64::total_cmp);
     let n = latencies.len();
-    let span = match (result.transactions.first(), result.transactions.last()) {
-        (Some(first), Some(last)) => last.end - first.start,
-        _ => 0.0,
-    };
+    // From the first start to the last end (concurrent connections interleave).
+    let first_start = result
+        .transactions
+        .iter()
+        .map(|t| t.start)
+        .fold(f64::MAX, f64::min);
+    let last_end = result
+        .transactions
+        .iter()
+        .map(|t| t.end)
+        .fold(0.0, f64::max);
+    let span = if n > 0 { last_end - first_start } else { 0.0 };
     let per_second = if span > 0.0 { n as f64 / span } else { 0.0 };
     Summary {
         transactions: n,

@@ -215,3 +215,69 @@ pub fn run_variants(variants: Vec<(String, ScenarioFile)>) -> Result<Vec<Variant
     }
     Ok(out)
 }
+
+/// Redis' reply to a SET: "+OK\r\n".
+const SET_REPLY: u32 = 5;
+/// A GET of a 16-byte key in Redis' protocol: "*2\r\n$3\r\nGET\r\n$16\r\n" and the key
+/// with its "\r\n".
+const GET_REQUEST: u32 = 36;
+/// A bulk reply adds "$N\r\n" before the value and "\r\n" after it.
+const fn get_reply(size: u32) -> u32 {
+    size + 8 + (size.ilog10() + 1)
+}
+
+/// One request kind and size, as given and with each request written in one call.
+#[derive(Clone, Debug, Serialize)]
+pub struct SizeRow {
+    pub kind: String,
+    pub size: u32,
+    /// The request's writes as given (after the proxy's split).
+    pub writes: Vec<u32>,
+    pub as_given: Summary,
+    pub one_write: Summary,
+    /// Transactions per second as given over those with one write per request.
+    pub ratio: f64,
+}
+
+/// A request-size sweep for each kind of request (`request_sizes`, `kinds`): each size as
+/// given (the proxy's split included) against the same requests written in one call.
+pub fn compare_sizes(file: &ScenarioFile) -> Result<Vec<SizeRow>, ScenarioError> {
+    // Every size and kind checked before any is used.
+    file.resolve()?;
+    let kinds = if file.workload.kinds.is_empty() {
+        vec!["set".to_string()]
+    } else {
+        file.workload.kinds.clone()
+    };
+    let mut rows = Vec::new();
+    for kind in &kinds {
+        for &size in &file.workload.request_sizes {
+            let mut given = file.clone();
+            given.workload.request_sizes.clear();
+            let (request, response) = if kind == "get" {
+                (GET_REQUEST, get_reply(size))
+            } else {
+                (size, SET_REPLY)
+            };
+            given.workload.request = vec![request];
+            given.workload.response = vec![response];
+            let mut one_write = given.clone();
+            one_write.workload.split_over = None;
+            let writes = given.resolve()?.request;
+            let summaries = run_variants(vec![
+                ("as given".into(), given),
+                ("one write".into(), one_write),
+            ])?;
+            let [as_given, one_write] = [&summaries[0], &summaries[1]];
+            rows.push(SizeRow {
+                kind: kind.clone(),
+                size,
+                writes,
+                ratio: 1.0 / one_write.speedup.max(f64::MIN_POSITIVE),
+                as_given: as_given.summary.clone(),
+                one_write: one_write.summary.clone(),
+            });
+        }
+    }
+    Ok(rows)
+}

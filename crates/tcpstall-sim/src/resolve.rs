@@ -1,0 +1,167 @@
+//! From a scenario file's parts to what the simulator runs, each checked on the way: a
+//! side's stack with its overrides and reader, a send script, a proxy's split of the
+//! requests. A bad value is a [`ScenarioError`] naming the key, never a panic.
+
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+
+use crate::profile;
+use crate::scenario::{Reader, ReaderConfig, ScenarioError, Side, SideConfig, millis_to_nanos};
+
+/// A proxy that writes a request of more than `over` bytes in two calls: `first` bytes,
+/// then the rest. Requests already in several writes are joined first (the proxy reads
+/// the whole request before it forwards it).
+pub(crate) fn split_request(
+    request: &[u32],
+    over: u32,
+    first: u32,
+) -> Result<Vec<u32>, ScenarioError> {
+    if first == 0 || first >= over {
+        return Err(ScenarioError::Invalid(format!(
+            "split_first must be 1 to split_over - 1, got {first} with split_over {over}"
+        )));
+    }
+    let total: u64 = request.iter().map(|&b| u64::from(b)).sum();
+    let total = u32::try_from(total)
+        .ok()
+        .filter(|&t| t <= 1 << 30)
+        .ok_or_else(|| ScenarioError::Invalid("write sizes must be 1 byte to 1 GiB".into()))?;
+    Ok(if total > over {
+        vec![first, total - first]
+    } else {
+        vec![total]
+    })
+}
+
+/// A send script: times from 0 to 600 s in order, writes of 1 byte to 1 GiB.
+pub(crate) fn resolve_script(
+    what: &str,
+    script: &[(f64, u32)],
+) -> Result<Vec<(Nanos, u32)>, ScenarioError> {
+    if script.len() > 100_000 {
+        return Err(ScenarioError::Invalid(format!(
+            "{what}: at most 100000 writes, got {}",
+            script.len()
+        )));
+    }
+    let mut last = 0.0;
+    let mut out = Vec::with_capacity(script.len());
+    for &(ms, bytes) in script {
+        if !(0.0..=600_000.0).contains(&ms) || ms < last {
+            return Err(ScenarioError::Invalid(format!(
+                "{what}: times must rise from 0 to 600000 ms, got {ms} after {last}"
+            )));
+        }
+        if bytes == 0 || bytes > 1 << 30 {
+            return Err(ScenarioError::Invalid(format!(
+                "{what}: write sizes must be 1 byte to 1 GiB, got {bytes}"
+            )));
+        }
+        last = ms;
+        out.push((millis_to_nanos(ms), bytes));
+    }
+    Ok(out)
+}
+
+pub(crate) fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, ScenarioError> {
+    let mut profile = profile::by_name(&config.stack).ok_or_else(|| {
+        ScenarioError::UnknownStack(config.stack.clone(), profile::all_names().join(", "))
+    })?;
+    if let Some(ms) = config.delack_ms {
+        if !(ms > 0.0 && ms <= 500.0) {
+            return Err(ScenarioError::Invalid(format!(
+                "delack_ms must be above 0 and at most 500 (RFC 1122 4.2.3.2), got {ms}"
+            )));
+        }
+        let delay = millis_to_nanos(ms);
+        profile.delayed_ack = match profile.delayed_ack {
+            crate::profile::DelayedAckTimer::GlobalTick { ticks, .. } => {
+                crate::profile::DelayedAckTimer::GlobalTick {
+                    period: delay,
+                    ticks,
+                }
+            }
+            crate::profile::DelayedAckTimer::LinuxAto { max, jiffy, .. } => {
+                crate::profile::DelayedAckTimer::LinuxAto {
+                    min: delay,
+                    max: max.max(delay),
+                    jiffy,
+                }
+            }
+            crate::profile::DelayedAckTimer::PerConnection { .. } => {
+                crate::profile::DelayedAckTimer::PerConnection { delay }
+            }
+        };
+    }
+    if let Some(n) = config.delack_ticks {
+        let crate::profile::DelayedAckTimer::GlobalTick { period, .. } = profile.delayed_ack else {
+            return Err(ScenarioError::Invalid(format!(
+                "delack_ticks needs a stack whose delayed ACKs go on a global tick, not {}",
+                profile.name
+            )));
+        };
+        // RFC 1122 4.2.3.2: the delay must be less than 0.5 seconds.
+        if n == 0 || period * Nanos::from(n) >= 500 * NANOS_PER_MILLI {
+            return Err(ScenarioError::Invalid(format!(
+                "delack_ticks must be 1 or more and keep the delay under 500 ms, got {n}"
+            )));
+        }
+        profile.delayed_ack = crate::profile::DelayedAckTimer::GlobalTick { period, ticks: n };
+    }
+    if let Some(nagle) = &config.nagle {
+        profile.nagle = match nagle.as_str() {
+            "classic" => crate::profile::NagleMode::Classic,
+            "minshall" => crate::profile::NagleMode::Minshall,
+            "off" => crate::profile::NagleMode::Off,
+            other => {
+                return Err(ScenarioError::Invalid(format!(
+                    "nagle {other:?}: use classic, minshall or off"
+                )));
+            }
+        };
+    }
+    let announced_mss = config.mss.unwrap_or(mtu - 40);
+    if !(88..=65_495).contains(&announced_mss) {
+        return Err(ScenarioError::Invalid(format!(
+            "mss must be 88 to 65495, got {announced_mss}"
+        )));
+    }
+    Ok(Side {
+        profile,
+        options: config.options,
+        announced_mss,
+        reader: resolve_reader(&config.reader)?,
+    })
+}
+
+fn resolve_reader(config: &ReaderConfig) -> Result<Reader, ScenarioError> {
+    if let Some(bytes) = config.rcvbuf
+        && !(256..=1 << 30).contains(&bytes)
+    {
+        return Err(ScenarioError::Invalid(format!(
+            "rcvbuf must be 256 bytes to 1 GiB, got {bytes}"
+        )));
+    }
+    if let Some(bytes) = config.read_bytes
+        && !(1..=1 << 30).contains(&bytes)
+    {
+        return Err(ScenarioError::Invalid(format!(
+            "read_bytes must be 1 byte to 1 GiB, got {bytes}"
+        )));
+    }
+    for (what, ms) in [
+        ("read_interval_ms", config.read_interval_ms),
+        ("read_delay_ms", config.read_delay_ms),
+    ] {
+        if !(0.0..=60_000.0).contains(&ms) {
+            return Err(ScenarioError::Invalid(format!(
+                "{what} must be between 0 and 60000, got {ms}"
+            )));
+        }
+    }
+    Ok(Reader {
+        rcvbuf: config.rcvbuf,
+        read_bytes: config.read_bytes,
+        read_interval: millis_to_nanos(config.read_interval_ms),
+        read_delay: millis_to_nanos(config.read_delay_ms),
+    })
+}
