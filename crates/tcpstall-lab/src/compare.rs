@@ -129,9 +129,10 @@ impl SimComparison {
 }
 
 /// The scenario as the simulator should see it for this lab network: Linux on both
-/// sides, and the delay line's round trip.
+/// sides, the delay line's round trip, and a pipelined client that wakes after each
+/// response as the lab's own does ([`tcpstall_sim::sweep::pipelined`]).
 pub fn simulator_file(file: &ScenarioFile, net: &Net) -> ScenarioFile {
-    let mut sim = file.clone();
+    let mut sim = tcpstall_sim::sweep::pipelined(file, file.workload.depth);
     sim.client.stack = "linux".into();
     sim.server.stack = "linux".into();
     if let Some(line) = &net.line {

@@ -478,7 +478,7 @@ fn variant_of(kind: FixKind, inferred: &Inferred) -> Option<(String, ScenarioFil
             "one write per message".to_string()
         }
         FixKind::TwoInFlight => {
-            file.workload.depth = file.workload.depth.max(1) + 1;
+            file = crate::sweep::pipelined(&file, file.workload.depth.max(1) + 1);
             "two requests in flight".to_string()
         }
         FixKind::NoDelay => {
