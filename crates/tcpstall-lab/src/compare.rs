@@ -132,7 +132,9 @@ impl SimComparison {
 /// sides, the delay line's round trip, and a pipelined client that wakes after each
 /// response as the lab's own does ([`tcpstall_sim::sweep::pipelined`]).
 pub fn simulator_file(file: &ScenarioFile, net: &Net) -> ScenarioFile {
-    let mut sim = tcpstall_sim::sweep::pipelined(file, file.workload.depth);
+    // The depth as resolved: a pattern such as `pipeline` implies its own.
+    let depth = file.resolve().map_or(file.workload.depth, |s| s.depth);
+    let mut sim = tcpstall_sim::sweep::pipelined(file, depth);
     sim.client.stack = "linux".into();
     sim.server.stack = "linux".into();
     if let Some(line) = &net.line {
