@@ -315,7 +315,7 @@ const BUCKETS: usize = 32;
 /// share keeps both threads about equally busy. A fixed split, not one measured at run
 /// time, so that the report (which connections are ended early when too many are open)
 /// never depends on the machine.
-const READER_BUCKETS: usize = 10;
+const READER_BUCKETS: usize = 11;
 
 type Batch = Vec<(Segment, u64)>;
 
