@@ -2,7 +2,11 @@
 //! is about 40 ms, an unstalled round trip well under 5 ms), each measurement is retried
 //! to absorb scheduling noise, and what needs root is skipped with a printed message.
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::with_retries;
 
 fn tcpstall(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcpstall"))
@@ -28,20 +32,6 @@ fn is_root() -> bool {
         && Command::new("ip").arg("-V").output().is_ok()
 }
 
-/// Runs `check` up to three times; passes on the first success.
-fn with_retries(what: &str, mut check: impl FnMut() -> Result<(), String>) {
-    let mut last = String::new();
-    for attempt in 1..=3 {
-        match check() {
-            Ok(()) => return,
-            Err(e) => {
-                eprintln!("{what}: attempt {attempt} failed: {e}");
-                last = e;
-            }
-        }
-    }
-    panic!("{what}: failed three times; last: {last}");
-}
 
 /// The p50 column of a table row whose name starts with `name`.
 fn p50_of(table: &str, name: &str) -> Option<f64> {

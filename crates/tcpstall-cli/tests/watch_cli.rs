@@ -8,7 +8,8 @@ mod common;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use common::watch::{can_watch, echo_pair, free_port, with_retries};
+use common::watch::{can_watch, echo_pair, free_port};
+use common::with_retries;
 
 fn tcpstall(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcpstall"))

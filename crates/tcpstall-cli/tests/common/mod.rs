@@ -124,3 +124,18 @@ pub fn assert_no_negative_numbers(value: &Value, what: &str, at: &str, open_bugs
         _ => {}
     }
 }
+
+/// Runs `check` up to three times; passes on the first success (timing under load).
+pub fn with_retries(what: &str, mut check: impl FnMut() -> Result<(), String>) {
+    let mut last = String::new();
+    for attempt in 1..=3 {
+        match check() {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("{what}: attempt {attempt} failed: {e}");
+                last = e;
+            }
+        }
+    }
+    panic!("{what}: failed three times; last: {last}");
+}

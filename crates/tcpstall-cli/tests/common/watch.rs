@@ -62,18 +62,3 @@ pub fn free_port() -> u16 {
         .expect("a free port")
         .port()
 }
-
-/// Runs `check` up to three times; passes on the first success (timing under load).
-pub fn with_retries(what: &str, mut check: impl FnMut() -> Result<(), String>) {
-    let mut last = String::new();
-    for attempt in 1..=3 {
-        match check() {
-            Ok(()) => return,
-            Err(e) => {
-                eprintln!("{what}: attempt {attempt} failed: {e}");
-                last = e;
-            }
-        }
-    }
-    panic!("{what}: failed three times; last: {last}");
-}
