@@ -32,7 +32,6 @@ fn is_root() -> bool {
         && Command::new("ip").arg("-V").output().is_ok()
 }
 
-
 /// The p50 column of a table row whose name starts with `name`.
 fn p50_of(table: &str, name: &str) -> Option<f64> {
     let line = table.lines().find(|l| l.trim_start().starts_with(name))?;

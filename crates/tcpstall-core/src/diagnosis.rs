@@ -321,11 +321,15 @@ pub struct ConnectionDiagnosis {
     pub holder: Option<Role>,
     pub delayer: Option<Role>,
     pub classic_nagle_evidence: bool,
-    /// Every direction's fixes, the first direction's first.
-    pub fixes: Vec<Fix>,
 }
 
 impl ConnectionDiagnosis {
+    /// Every direction's fixes, the first direction's first (kept once, in the
+    /// directions).
+    pub fn fixes(&self) -> impl Iterator<Item = &Fix> {
+        self.directions.iter().flat_map(|d| d.fixes.iter())
+    }
+
     pub fn duration(&self) -> Nanos {
         self.last_time - self.first_time
     }
@@ -449,7 +453,6 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
     let classic_nagle_evidence = primary.is_some_and(|d| d.classic_nagle_evidence);
     let holder = primary.map(|d| d.holder);
     let delayer = primary.map(|d| d.delayer);
-    let fixes: Vec<Fix> = directions.iter().flat_map(|d| d.fixes.clone()).collect();
 
     let has = |class: StallClass| {
         events.iter().any(|e| e.class == class) || unlisted[class.index()].0 > 0
@@ -504,7 +507,6 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         holder,
         delayer,
         classic_nagle_evidence,
-        fixes,
     };
     drop(tcp_stalls);
     diagnosis.events = events;

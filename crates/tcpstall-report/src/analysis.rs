@@ -214,9 +214,9 @@ fn facts(c: &ConnectionDiagnosis, out: &mut String) {
         let _ = write!(out, "<dt>pattern</dt><dd>{}</dd>", escape(&pattern_text(p)));
     }
     out.push_str("</dl>");
-    if !c.fixes.is_empty() {
+    if c.fixes().next().is_some() {
         out.push_str(r#"<h3>Fixes, best first</h3><ol class="fixes">"#);
-        for f in &c.fixes {
+        for f in c.fixes() {
             let _ = write!(
                 out,
                 "<li>{} {}: <b>{}</b>; saves {:.3} s ({}); {}</li>",

@@ -539,7 +539,6 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
             }
         }
     }
-    d.fixes = d.directions.iter().flat_map(|d| d.fixes.clone()).collect();
     let base = &variants[0];
     d.inferred = Some(InferredScenario {
         holder: inferred.holder,

@@ -138,8 +138,7 @@ fn shipped_seed002_capture() {
     assert_eq!(value("workload.response"), "[12]");
     assert_eq!(value("workload.transactions"), "10");
     let prediction = |kind: FixKind| {
-        c.fixes
-            .iter()
+        c.fixes()
             .find(|f| f.kind == kind)
             .and_then(|f| f.predicted)
             .expect("simulated")

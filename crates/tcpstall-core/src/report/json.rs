@@ -369,7 +369,7 @@ fn connection(c: &ConnectionDiagnosis, origin: Nanos) -> JsonConnection {
                 fixes: fixes(&d.fixes, duration),
             })
             .collect(),
-        fixes: fixes(&c.fixes, duration),
+        fixes: fixes(c.fixes(), duration),
         inferred_scenario: c.inferred.as_ref().map(|i| inferred(c, i)),
         gaps_by_class: c
             .class_counts()
@@ -416,9 +416,12 @@ fn pattern(p: crate::detect::Pattern) -> JsonPattern {
     }
 }
 
-fn fixes(fixes: &[crate::diagnosis::Fix], duration: Nanos) -> Vec<JsonFix> {
+fn fixes<'a>(
+    fixes: impl IntoIterator<Item = &'a crate::diagnosis::Fix>,
+    duration: Nanos,
+) -> Vec<JsonFix> {
     fixes
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, f)| JsonFix {
             rank: i + 1,

@@ -243,9 +243,9 @@ fn render_connection(
         rtt(c.client_path_rtt),
         rtt(c.server_path_rtt)
     );
-    if !c.fixes.is_empty() {
+    if c.fixes().next().is_some() {
         let _ = writeln!(out, "  fixes, best first:");
-        for (i, fix) in c.fixes.iter().enumerate() {
+        for (i, fix) in c.fixes().enumerate() {
             let how = fix_gain(fix, duration);
             let _ = writeln!(
                 out,
