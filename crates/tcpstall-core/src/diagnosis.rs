@@ -666,7 +666,7 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
                     fixes.extend(holder_fix(
                         FixKind::NoDelay,
                         "set TCP_NODELAY",
-                        "every small write leaves at once; more small packets",
+                        "every small write leaves at once; more small packets; on Linux, try it on the unchanged program first: tcpstall watch --fix nodelay -- PROGRAM",
                     ));
                 }
             }
