@@ -382,25 +382,14 @@ impl Connection {
     /// The largest segment `side` may send: the MSS the other side announced, less the
     /// timestamp option when both sides use it; inferred when the SYNs were not captured.
     pub fn send_mss(&self, side: usize) -> (u32, MssSource) {
-        let peer = &self.dirs[1 - side];
-        let own = &self.dirs[side];
-        let timestamps = own.timestamps_seen && peer.timestamps_seen;
-        let overhead = if timestamps {
-            TIMESTAMP_OPTION_BYTES
+        let mss = self.segment_mss(side);
+        let largest = self.dirs[side].max_payload;
+        if self.dirs[1 - side].mss_option.is_some() {
+            (mss, MssSource::Syn)
+        } else if largest > mss {
+            (largest, MssSource::Inferred)
         } else {
-            0
-        };
-        if let Some(mss) = peer.mss_option {
-            return (
-                (u32::from(mss)).saturating_sub(overhead).max(1),
-                MssSource::Syn,
-            );
-        }
-        let assumed = DEFAULT_ETHERNET_MSS - overhead;
-        if own.max_payload > assumed {
-            (own.max_payload, MssSource::Inferred)
-        } else {
-            (assumed, MssSource::Assumed)
+            (mss, MssSource::Assumed)
         }
     }
 
