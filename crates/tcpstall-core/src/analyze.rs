@@ -291,14 +291,14 @@ impl Collector {
             kept[i] = true;
         }
         let (listed_gaps, unlisted) = (&mut self.listed_gaps, &mut self.unlisted);
-        let mut i = 0;
+        let mut kept = kept.into_iter();
         self.diagnoses.retain(|d| {
-            i += 1;
-            if !kept[i - 1] {
+            let keep = kept.next().unwrap_or(true);
+            if !keep {
                 *listed_gaps -= d.events.len();
                 unlisted.add(d);
             }
-            kept[i - 1]
+            keep
         });
     }
 }
