@@ -173,10 +173,10 @@ pub const PIPELINED_CLIENT_WAKEUP_MS: f64 = 0.1;
 
 /// `file` with `depth` requests in flight. A client that keeps requests in flight reads
 /// all that is there when it wakes, often two responses in one call, and then writes its
-/// next requests back to back: on Linux the lab saw 12 to 13 of 20 round trips of seed
-/// 002's two writes stall so (65 to 77 transactions a second), as a client waking
-/// [`PIPELINED_CLIENT_WAKEUP_MS`] after each response does here (12 of 20, 76); one that
-/// read each response the instant it arrived would stall 2 of 20.
+/// next requests back to back: on Linux the lab saw 8 to 13 of 20 round trips of seed
+/// 002's two writes stall so in six runs (65 to 113 transactions a second), as a client
+/// waking [`PIPELINED_CLIENT_WAKEUP_MS`] after each response does here (12 of 20, 76);
+/// one that read each response the instant it arrived would stall 2 of 20.
 pub fn pipelined(file: &ScenarioFile, depth: u32) -> ScenarioFile {
     let mut pipelined = file.clone();
     pipelined.workload.depth = depth;
