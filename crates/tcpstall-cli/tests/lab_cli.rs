@@ -20,14 +20,9 @@ fn stdout(out: &Output) -> String {
 }
 
 fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("CapEff:"))
-                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
-        })
-        .is_some_and(|caps| caps & (1 << 12) != 0 && caps & (1 << 21) != 0)
+    let caps = common::effective_capabilities();
+    caps & (1 << 12) != 0
+        && caps & (1 << 21) != 0
         && std::path::Path::new("/dev/net/tun").exists()
         && Command::new("ip").arg("-V").output().is_ok()
 }

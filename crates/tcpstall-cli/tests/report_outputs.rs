@@ -8,6 +8,17 @@ use std::process::{Command, Stdio};
 mod common;
 use common::TempDir;
 
+/// Runs `command` and checks that it succeeded, with its stderr as the message if not.
+fn succeeds(command: &mut Command) -> std::process::Output {
+    let out = command.output().expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn tcpstall() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tcpstall"));
     c.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
@@ -37,18 +48,13 @@ fn html_and_graphs_for_the_two_writes_capture() {
     let dir = &temp.0;
     let html = dir.join("r.html");
     let graphs = dir.join("graphs");
-    let out = tcpstall()
-        .args(["analyze", "--html"])
-        .arg(&html)
-        .arg("--graphs")
-        .arg(&graphs)
-        .arg("captures/seed002-two-writes.pcap")
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeds(
+        tcpstall()
+            .args(["analyze", "--html"])
+            .arg(&html)
+            .arg("--graphs")
+            .arg(&graphs)
+            .arg("captures/seed002-two-writes.pcap"),
     );
     // No progress bar when stderr is not a terminal: only a line per output written.
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -155,24 +161,19 @@ fn simulate_html_for_a_run_and_a_sweep() {
     let temp = TempDir::new("report-outputs", "simulate");
     let dir = &temp.0;
     let run = dir.join("run.html");
-    let out = tcpstall()
-        .args([
-            "simulate",
-            "--client",
-            "linux",
-            "--server",
-            "linux",
-            "--pattern",
-            "two-writes",
-            "--html",
-        ])
-        .arg(&run)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        tcpstall()
+            .args([
+                "simulate",
+                "--client",
+                "linux",
+                "--server",
+                "linux",
+                "--pattern",
+                "two-writes",
+                "--html",
+            ])
+            .arg(&run),
     );
     let text = std::fs::read_to_string(&run).expect("html");
     assert_self_contained(&text);
@@ -180,26 +181,21 @@ fn simulate_html_for_a_run_and_a_sweep() {
     assert!(text.contains("stalled (ground truth)"));
 
     let sweep = dir.join("sweep.html");
-    let out = tcpstall()
-        .args([
-            "simulate",
-            "--client",
-            "macos-legacy",
-            "--server",
-            "macos-legacy",
-            "--pattern",
-            "bulk",
-            "--sweep",
-            "block=99910..99915",
-            "--html",
-        ])
-        .arg(&sweep)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        tcpstall()
+            .args([
+                "simulate",
+                "--client",
+                "macos-legacy",
+                "--server",
+                "macos-legacy",
+                "--pattern",
+                "bulk",
+                "--sweep",
+                "block=99910..99915",
+                "--html",
+            ])
+            .arg(&sweep),
     );
     let text = std::fs::read_to_string(&sweep).expect("html");
     assert_eq!(text.matches(r#"class="sweep-point""#).count(), 6);
@@ -214,15 +210,10 @@ fn seed001_backup_is_smooth_over_60_s_and_pauses_within_one_second() {
     let dir = &temp.0;
     let pcap = dir.join("sftp.pcap");
     let graphs = dir.join("graphs");
-    let out = tcpstall()
-        .args(["simulate", "scenarios/seed001-sftp-backup.toml", "--pcap"])
-        .arg(&pcap)
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        tcpstall()
+            .args(["simulate", "scenarios/seed001-sftp-backup.toml", "--pcap"])
+            .arg(&pcap),
     );
     let out = tcpstall()
         .args(["analyze", "--graphs"])

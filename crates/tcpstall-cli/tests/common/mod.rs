@@ -139,3 +139,16 @@ pub fn with_retries(what: &str, mut check: impl FnMut() -> Result<(), String>) {
     }
     panic!("{what}: failed three times; last: {last}");
 }
+
+/// The effective capabilities of this process (`CapEff` in /proc/self/status), 0 when
+/// unreadable.
+pub fn effective_capabilities() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("CapEff:"))
+                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}

@@ -6,14 +6,7 @@ use std::process::Command;
 
 /// Effective root (CAP_SYS_ADMIN in CapEff).
 pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("CapEff:"))
-                .and_then(|l| u64::from_str_radix(l[7..].trim(), 16).ok())
-        })
-        .is_some_and(|caps| caps & (1 << 21) != 0)
+    super::effective_capabilities() & (1 << 21) != 0
 }
 
 /// `Some(())` when `tcpstall watch` can run here; otherwise prints why `what` is skipped.
