@@ -81,7 +81,7 @@ pub struct Direction {
     /// The shift of the window this side advertises, once both SYNs are seen
     /// ([`Connection::window_scale`], kept here as it is read on every segment).
     window_shift: Option<u8>,
-    last_raw: Option<(u32, u32, u8, u32, u16)>,
+    last_raw: RawHeader,
     pub mss_option: Option<u16>,
     /// The window it advertises is zero (since `zero_window_since`).
     window_closed: bool,
@@ -123,6 +123,25 @@ pub struct Direction {
     pub timestamps_option: bool,
     /// Since when the window this side advertises has been zero, and the packet.
     zero_window_since: (Nanos, u64),
+}
+
+/// The header fields that tell a packet captured twice: sequence and acknowledgement
+/// numbers, payload length, and window with flags (and a bit that marks it set: the
+/// default, all zero, is no segment).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RawHeader([u32; 4]);
+
+impl RawHeader {
+    fn of(segment: &Segment) -> RawHeader {
+        let window_and_flags =
+            u32::from(segment.window) | u32::from(segment.flags.0) << 16 | 1 << 24;
+        RawHeader([
+            segment.seq,
+            segment.ack,
+            segment.payload_len,
+            window_and_flags,
+        ])
+    }
 }
 
 /// The last segment a side sent, as a gap in the other side's data will see it
@@ -438,16 +457,10 @@ impl Connection {
         let y = 1 - x;
         let t = segment.time;
 
-        let raw = (
-            segment.seq,
-            segment.ack,
-            segment.flags.0,
-            segment.payload_len,
-            segment.window,
-        );
-        if self.dirs[x].last_raw == Some(raw)
+        let raw = RawHeader::of(segment);
+        if segment.payload_len > 0
+            && self.dirs[x].last_raw == raw
             && t - self.dirs[x].last_raw_time < 100_000
-            && segment.payload_len > 0
         {
             // The same packet captured twice (two interfaces, or "any"): count, skip.
             self.duplicates += 1;
@@ -455,7 +468,7 @@ impl Connection {
         }
         // This side's previous segment, for the ACK it may be.
         let previous_time = (self.dirs[x].packets > 0).then_some(self.dirs[x].last_raw_time);
-        self.dirs[x].last_raw = Some(raw);
+        self.dirs[x].last_raw = raw;
         self.dirs[x].last_raw_time = t;
         if self.packets < CLOCK_SAMPLE_PACKETS {
             self.clock.observe(t);
@@ -491,10 +504,15 @@ impl Connection {
         let is_retransmission =
             carries_data && seq_end <= self.dirs[x].snd_max && !segment.flags.syn();
 
+        // This side's previous segment: when it acknowledged new data of the other side,
+        // if it did (the gap this segment may end may have been waiting for it).
+        let own = &self.dirs[x].last;
+        let previous_own_ack = own.has(LastSegment::ACK_ADVANCED).then_some(own.time);
+        // Recorded in place: this runs on every segment.
+        self.dirs[x].last = LastSegment::begin(packet, t, previous_time);
         // The ACK field acknowledges the other side's data.
-        let mut last = LastSegment::begin(packet, t, previous_time);
         if segment.flags.ack() && self.dirs[y].started {
-            self.observe_ack(segment, x, y, t, &mut last);
+            self.observe_ack(segment, x, y, t);
         }
 
         // The window this side advertises limits the other side.
@@ -522,12 +540,9 @@ impl Connection {
 
         let tsval = segment.options.timestamps.map(|(val, _)| val);
         let tsval_is_new = tsval.is_some_and(|val| self.dirs[x].timestamps.observe(t, val));
-        // This side's previous segment: when it acknowledged new data of the other side,
-        // if it did (the gap this segment may end may have been waiting for it).
-        let own = &self.dirs[x].last;
-        let previous_own_ack = own.has(LastSegment::ACK_ADVANCED).then_some(own.time);
-        last.window_and_tsval(window_before, tsval, tsval_is_new);
-        self.dirs[x].last = last;
+        self.dirs[x]
+            .last
+            .window_and_tsval(window_before, tsval, tsval_is_new);
         if let Some((_, sender, _, _)) = self.open_release
             && sender == y
         {
@@ -569,15 +584,8 @@ impl Connection {
         }
     }
 
-    /// What the ACK field of `segment` (from side `x`) did, recorded in `last`.
-    fn observe_ack(
-        &mut self,
-        segment: &Segment,
-        x: usize,
-        y: usize,
-        t: Nanos,
-        last: &mut LastSegment,
-    ) {
+    /// What the ACK field of `segment` (from side `x`) did, recorded in its last segment.
+    fn observe_ack(&mut self, segment: &Segment, x: usize, y: usize, t: Nanos) {
         let peer = &mut self.dirs[y];
         let ack = peer.position(segment.ack);
         if let Some(synack) = self.synack_time
@@ -590,11 +598,12 @@ impl Connection {
             // The handshake's third segment: the round trip from the capture point to the client.
             self.dirs[x].record_rtt_sample(t - synack, true);
         }
-        let peer = &mut self.dirs[y];
-        last.ack_field(peer.snd_una, peer.snd_max - peer.snd_una);
-        if ack <= peer.snd_una || ack > peer.snd_max {
+        let (snd_una, snd_max) = (self.dirs[y].snd_una, self.dirs[y].snd_max);
+        self.dirs[x].last.ack_field(snd_una, snd_max - snd_una);
+        if ack <= snd_una || ack > snd_max {
             return;
         }
+        let peer = &mut self.dirs[y];
         let newly_acked = ack - peer.snd_una;
         let small_before = peer.small_in_flight > 0;
         let mut newest: Option<InFlight> = None;
@@ -609,12 +618,10 @@ impl Connection {
             newest = Some(done);
         }
         peer.snd_una = ack;
-        last.acked(
-            newly_acked,
-            newest.as_ref(),
-            small_before,
-            peer.small_in_flight > 0,
-        );
+        let small_after = peer.small_in_flight > 0;
+        self.dirs[x]
+            .last
+            .acked(newly_acked, newest.as_ref(), small_before, small_after);
         // Karn's rule: no round-trip sample from retransmitted data.
         let Some(newest) = newest.filter(|done| !done.retransmitted) else {
             return;
