@@ -318,7 +318,11 @@ impl CaptureReader {
             if self.format == CaptureFormat::Pcap {
                 // No shifting of the rest of the buffer here: a refill shifts what is
                 // left, and by then that is less than one record.
-                let used = self.pcap_records(until, on_packet);
+                let used = if self.pcap_big_endian {
+                    self.pcap_records::<true>(until, on_packet)
+                } else {
+                    self.pcap_records::<false>(until, on_packet)
+                };
                 self.inner.consume_noshift(used);
                 self.notes.bytes_read += used as u64;
                 if self.next_time.is_some() {
@@ -513,11 +517,16 @@ impl CaptureReader {
     /// fraction, captured length, original length, data); returns the bytes they take.
     /// A record the buffer cuts, or one over the length limit, is left to
     /// [`Self::next_frame`], which refills the buffer or says what is wrong.
-    /// Stops before a record whose time is after `until`, and notes that time.
-    fn pcap_records(&mut self, until: Nanos, on_packet: &mut impl FnMut(&Packet<'_>)) -> usize {
+    /// Stops before a record whose time is after `until`, and notes that time. The
+    /// file's byte order is a constant here, not a test in every field read.
+    fn pcap_records<const BIG_ENDIAN: bool>(
+        &mut self,
+        until: Nanos,
+        on_packet: &mut impl FnMut(&Packet<'_>),
+    ) -> usize {
         let iface = self.interfaces[0];
         let header = self.pcap_record_header;
-        let big_endian = self.pcap_big_endian;
+        let big_endian = BIG_ENDIAN;
         let nanos_per_unit = NANOS_PER_SEC as u64 / iface.units_per_sec;
         let data = self.inner.data();
         let mut used = 0;
