@@ -206,6 +206,10 @@ fn severity_key(d: &ConnectionDiagnosis) -> SeverityKey {
 /// least severe connections keep only their gaps' counts.
 pub const MAX_LISTED_GAPS: usize = 200_000;
 
+/// Diagnoses a collector holds before it keeps only the [`MAX_LISTED_CONNECTIONS`] most
+/// severe.
+const COLLECTED_BEFORE_PRUNING: usize = MAX_LISTED_CONNECTIONS + MAX_LISTED_CONNECTIONS / 4;
+
 /// Diagnoses connections as they end and keeps the most severe.
 struct Collector {
     diagnoses: Vec<ConnectionDiagnosis>,
@@ -222,7 +226,9 @@ impl Collector {
     /// are among them whichever way the connections fell.
     fn new(buckets: usize) -> Collector {
         Collector {
-            diagnoses: Vec::new(),
+            // Room for as many as it holds before it keeps the most severe: the room is
+            // only address space until used, and growing by doubling would copy them.
+            diagnoses: Vec::with_capacity(COLLECTED_BEFORE_PRUNING),
             listed_gaps: 0,
             gap_budget: MAX_LISTED_GAPS * buckets / BUCKETS,
             unlisted: UnlistedTotals::default(),
@@ -235,7 +241,7 @@ impl Collector {
         let diagnosis = diagnose(&mut connection);
         self.listed_gaps += diagnosis.events.len();
         self.diagnoses.push(diagnosis);
-        if self.diagnoses.len() >= MAX_LISTED_CONNECTIONS + MAX_LISTED_CONNECTIONS / 4 {
+        if self.diagnoses.len() >= COLLECTED_BEFORE_PRUNING {
             self.keep_most_severe();
         }
         if self.listed_gaps > self.gap_budget {

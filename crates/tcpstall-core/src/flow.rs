@@ -1286,6 +1286,8 @@ impl FlowTable {
         }
         connection.classify_gaps(&self.config);
         connection.window_closed_at_end(&self.config);
+        // Kept until the report: without the room its growth left.
+        connection.events.shrink_to_fit();
         connection.release_tracking();
         self.ended.push(connection);
     }
