@@ -437,6 +437,8 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         })
         .collect();
     directions.sort_by_key(|d| std::cmp::Reverse(d.time_lost));
+    // Kept until the report: without the room collecting left.
+    directions.shrink_to_fit();
     if let Some(first) = directions.first_mut() {
         // Stalls beyond the listing limits are only counted: they go to the direction
         // that lost the most.
@@ -682,6 +684,8 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
             "ACKs then come for every second segment, with no timer",
         ));
     }
+    // Kept until the report: without the room their growth left.
+    fixes.shrink_to_fit();
     fixes
 }
 
