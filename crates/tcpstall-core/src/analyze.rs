@@ -573,7 +573,7 @@ struct Intake<'a> {
 }
 
 impl Intake<'_> {
-    #[inline]
+    #[inline(always)]
     fn packet(&mut self, packet: &Packet<'_>) {
         self.first_time = self.first_time.min(packet.time);
         self.last_time = self.last_time.max(packet.time);

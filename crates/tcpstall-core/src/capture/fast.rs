@@ -27,7 +27,7 @@ pub(crate) fn decode_ethernet_ipv4(
 
 /// IPv4 carrying TCP, starting at `ip`; the segment is written to `segment` (in place: a
 /// segment is 120 bytes, and returning it moved it once more on every packet).
-#[inline]
+#[inline(always)]
 pub(crate) fn decode_ipv4(
     packet: &Packet<'_>,
     ip: &[u8],
