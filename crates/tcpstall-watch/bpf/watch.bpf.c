@@ -143,11 +143,13 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 	if (!tp)
 		return 0;
-	/* Most sends leave nothing held: that is all they cost. */
+	__u32 mss = tp->mss_cache;
+	if ((__u32)ret >= mss)
+		return 0; /* a bulk send: neither a request nor a reply, nothing for Nagle */
+	/* Most small sends leave nothing held: that is all they cost. */
 	__u32 write_seq = tp->write_seq;
 	__u32 snd_nxt = tp->snd_nxt;
 	__s32 held = (__s32)(write_seq - snd_nxt);
-	__u32 mss = tp->mss_cache;
 	/* Nagle holds only a segment smaller than the MSS (RFC 896) ... */
 	if (held <= 0 || (__u32)held >= mss || tp->packets_out == 0)
 		return 0;
