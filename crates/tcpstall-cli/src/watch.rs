@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tcpstall_watch::command::{CommandCgroup, shell_status};
 use tcpstall_watch::loader::{Fix, FixProgram, WatchConfig, Watcher};
+use tcpstall_watch::owners::SocketOwners;
 use tcpstall_watch::prometheus::{
     DEFAULT_MAX_SERIES, Exporter, Metrics, ephemeral_port_start, parse_listen_address,
 };
@@ -215,7 +216,11 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
     let filters = Filters { args };
-    let mut assembler = StallAssembler::new(min_stall.as_nanos() as u64);
+    let mut owners = SocketOwners::default();
+    let mut assembler = StallAssembler::new(
+        min_stall.as_nanos() as u64,
+        Box::new(move |inode| owners.owner(inode)),
+    );
     let mut summary = Summary::default();
     let mut undecodable = 0u64;
     let stdout = std::io::stdout();

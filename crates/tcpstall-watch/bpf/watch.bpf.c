@@ -2,6 +2,7 @@
 /* tcpstall watch: reports each Nagle hold that ends, and each delayed-ACK timer that
  * fires with an ACK pending. Tracepoints only (tp_btf), no kprobes:
  *   sock:sock_send_length  after a send, in the sender's process: bytes Nagle held
+ *                          (most sends leave none, and cost only that test)
  *   tcp:tcp_probe          an incoming segment: its ACK may release the held bytes
  *   timer:timer_expire_entry  the delayed-ACK timer fired (filtered on its function)
  *   tcp:tcp_destroy_sock   clean-up
@@ -39,12 +40,6 @@ struct hold {
 	char comm[16];
 };
 
-struct owner {
-	__u32 pid;
-	__u32 pad;
-	char comm[16];
-};
-
 struct watch_event {
 	__u32 kind;
 	__u32 pid;
@@ -61,6 +56,9 @@ struct watch_event {
 	__u8 local_addr[16];
 	__u8 remote_addr[16];
 	char comm[16];
+	/* EVENT_DELACK_FIRED: the socket's inode, by which user space names its process
+	 * (socket:[inode] in /proc/PID/fd); 0 when the socket has no file. */
+	__u64 socket_inode;
 };
 
 struct {
@@ -69,13 +67,6 @@ struct {
 	__type(key, __u64);
 	__type(value, struct hold);
 } holds SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, struct owner);
-} owners SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -155,35 +146,15 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 	__u32 mss = tp->mss_cache;
 	if ((__u32)ret >= mss)
 		return 0; /* a bulk send: neither a request nor a reply, nothing for Nagle */
-	__u64 cgroup = 0;
-	if (target_cgroup) {
-		cgroup = bpf_get_current_cgroup_id();
-		if (cgroup != target_cgroup)
-			return 0;
-	}
-	__u64 key = (__u64)sk;
-	__u32 pid = bpf_get_current_pid_tgid() >> 32;
-	/* Who sends small messages on this socket: named as the delayer when its
-	 * delayed-ACK timer holds a peer. */
-	struct owner *known = bpf_map_lookup_elem(&owners, &key);
-	if (!known || known->pid != pid) {
-		struct owner fresh = { .pid = pid };
-		bpf_get_current_comm(fresh.comm, sizeof(fresh.comm));
-		bpf_map_update_elem(&owners, &key, &fresh, BPF_ANY);
-	}
-
+	/* Most small sends leave nothing held: that is all they cost. */
 	__u32 write_seq = tp->write_seq;
 	__u32 snd_nxt = tp->snd_nxt;
-	__u32 snd_una = tp->snd_una;
-	__u32 snd_sml = tp->snd_sml;
-	__u32 nonagle = BPF_CORE_READ_BITFIELD(tp, nonagle);
 	__s32 held = (__s32)(write_seq - snd_nxt);
-
-	if (nonagle & (TCP_NAGLE_OFF | TCP_NAGLE_CORK))
-		return 0;
 	/* Nagle holds only a segment smaller than the MSS (RFC 896) ... */
 	if (held <= 0 || (__u32)held >= mss || tp->packets_out == 0)
 		return 0;
+	__u32 snd_una = tp->snd_una;
+	__u32 snd_sml = tp->snd_sml;
 	/* ... and Linux only while its last small segment is unacknowledged
 	 * (tcp_minshall_check). */
 	if ((__s32)(snd_sml - snd_una) <= 0 || (__s32)(snd_sml - snd_nxt) > 0)
@@ -191,17 +162,26 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 	/* Past the peer's window it is flow control, not Nagle. */
 	if ((__s32)(write_seq - (snd_una + tp->snd_wnd)) > 0)
 		return 0;
+	if (BPF_CORE_READ_BITFIELD(tp, nonagle) & (TCP_NAGLE_OFF | TCP_NAGLE_CORK))
+		return 0;
+	__u64 cgroup = 0;
+	if (target_cgroup) {
+		cgroup = bpf_get_current_cgroup_id();
+		if (cgroup != target_cgroup)
+			return 0;
+	}
 
 	struct hold hold = {
 		.start_ns = bpf_ktime_get_ns(),
 		.release_seq = snd_sml,
 		.held_bytes = held,
-		.pid = pid,
+		.pid = bpf_get_current_pid_tgid() >> 32,
 		.mss = mss,
 		.cgroup = cgroup,
 	};
 	bpf_get_current_comm(hold.comm, sizeof(hold.comm));
 	/* The first held byte's wait is measured: a hold already there stays. */
+	__u64 key = (__u64)sk;
 	if (bpf_map_update_elem(&holds, &key, &hold, BPF_NOEXIST) == 0) {
 		__s64 *pending = pending_count();
 		if (pending)
@@ -251,7 +231,7 @@ int BPF_PROG(on_segment_in, struct sock *sk, const struct sk_buff *skb)
 	return 0;
 }
 
-static __always_inline __u64 delack_timer_owner(struct timer_list *timer)
+static __always_inline __u64 delack_timer_socket(struct timer_list *timer)
 {
 	if (!delack_timer_fn || (__u64)timer->function != delack_timer_fn)
 		return 0;
@@ -261,7 +241,7 @@ static __always_inline __u64 delack_timer_owner(struct timer_list *timer)
 SEC("tp_btf/timer_expire_entry")
 int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
 {
-	__u64 key = delack_timer_owner(timer);
+	__u64 key = delack_timer_socket(timer);
 	if (!key)
 		return 0;
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)key;
@@ -272,12 +252,9 @@ int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
 		return 0;
 	e->kind = EVENT_DELACK_FIRED;
 	e->end_ns = bpf_ktime_get_ns();
-	struct owner *owner = bpf_map_lookup_elem(&owners, &key);
-	if (owner) {
-		e->pid = owner->pid;
-		__builtin_memcpy(e->comm, owner->comm, sizeof(e->comm));
-	}
-	fill_endpoints(e, (struct sock *)key);
+	struct sock *sk = (struct sock *)key;
+	e->socket_inode = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+	fill_endpoints(e, sk);
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }
@@ -285,9 +262,11 @@ int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(on_destroy, struct sock *sk)
 {
+	__s64 *pending = pending_count();
+	if (pending && *pending <= 0)
+		return 0;
 	__u64 key = (__u64)sk;
 	forget_hold(&key);
-	bpf_map_delete_elem(&owners, &key);
 	return 0;
 }
 

@@ -1,10 +1,10 @@
 //! Decodes the records `bpf/watch.bpf.c` writes to its ring buffer (`struct
-//! watch_event`, native byte order, 104 bytes with the C compiler's padding).
+//! watch_event`, native byte order, 112 bytes with the C compiler's padding).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Size of `struct watch_event` as the eBPF program writes it.
-pub const RAW_EVENT_SIZE: usize = 104;
+pub const RAW_EVENT_SIZE: usize = 112;
 
 const KIND_NAGLE_HOLD: u32 = 1;
 const KIND_DELACK_FIRED: u32 = 2;
@@ -43,8 +43,11 @@ pub struct NagleHold {
 /// A socket's delayed-ACK timer fired with an ACK to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DelayedAckFired {
-    /// The last process seen sending on the socket, if any.
+    /// The process holding the socket, named in user space from `socket_inode` when the
+    /// timer turns out to have held a stall (the kernel side leaves it `None`).
     pub owner: Option<Process>,
+    /// The socket's inode (`socket:[inode]` in /proc/PID/fd); 0 when it has no file.
+    pub socket_inode: u64,
     pub socket: Endpoints,
     pub fired_ns: u64,
 }
@@ -102,6 +105,7 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
     let local = address(family, f.bytes16(52))?;
     let remote = address(family, f.bytes16(68))?;
     let comm = comm(&record[84..100]);
+    let socket_inode = f.u64(104);
     let socket = Endpoints {
         local: SocketAddr::new(local, local_port),
         remote: SocketAddr::new(remote, remote_port),
@@ -118,7 +122,8 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
             released_ns: end_ns,
         })),
         KIND_DELACK_FIRED => Ok(WatchEvent::DelayedAckFired(DelayedAckFired {
-            owner: (pid != 0).then_some(Process { pid, comm }),
+            owner: None,
+            socket_inode,
             socket,
             fired_ns: end_ns,
         })),
@@ -174,6 +179,7 @@ pub(crate) mod tests {
         r[52..56].copy_from_slice(&local.0);
         r[68..72].copy_from_slice(&remote.0);
         r[84..84 + comm.len()].copy_from_slice(comm.as_bytes());
+        r[104..112].copy_from_slice(&(pid as u64 * 1000).to_ne_bytes());
         r
     }
 
@@ -201,10 +207,10 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_fired_timer_without_owner() {
+    fn a_fired_timer_carries_its_socket_inode() {
         let r = record(
             2,
-            0,
+            31,
             0,
             9,
             0,
@@ -216,6 +222,7 @@ pub(crate) mod tests {
             panic!("not a timer");
         };
         assert_eq!(fired.owner, None);
+        assert_eq!(fired.socket_inode, 31_000);
         assert_eq!(fired.fired_ns, 9);
     }
 

@@ -6,6 +6,7 @@
 //! - [`loader`]: loads and attaches them, and the sockops fix on a cgroup;
 //! - [`event`]: decodes the records the programs write to their ring buffer;
 //! - [`stall`]: joins a Nagle hold with the peer's delayed-ACK timer into a stall;
+//! - [`owners`]: names the delayer's process from its socket, by /proc;
 //! - [`summary`]: totals per process and per connection, as text or JSON;
 //! - [`prometheus`]: the metrics endpoint;
 //! - [`command`]: runs a command in a cgroup of its own.
@@ -14,6 +15,7 @@ pub mod command;
 pub mod event;
 pub mod loader;
 pub mod objects;
+pub mod owners;
 pub mod prometheus;
 pub mod stall;
 pub mod summary;

@@ -72,9 +72,13 @@ impl Stall {
     }
 }
 
+/// Names the process holding a socket, from the socket's inode.
+pub type OwnerLookup = Box<dyn FnMut(u64) -> Option<Process>>;
+
 /// Turns the event stream into stalls.
 pub struct StallAssembler {
     min_stall_ns: u64,
+    owner_of: OwnerLookup,
     fired: VecDeque<DelayedAckFired>,
     waiting: VecDeque<NagleHold>,
     /// Holds that were too short, or released without a delayed ACK.
@@ -82,9 +86,12 @@ pub struct StallAssembler {
 }
 
 impl StallAssembler {
-    pub fn new(min_stall_ns: u64) -> StallAssembler {
+    /// `owner_of` names a delayer's process when its timer held a stall: at once when the
+    /// hold's end arrives (the process may exit soon after), else when it is judged.
+    pub fn new(min_stall_ns: u64, owner_of: OwnerLookup) -> StallAssembler {
         StallAssembler {
             min_stall_ns,
+            owner_of,
             fired: VecDeque::new(),
             waiting: VecDeque::new(),
             short_holds: 0,
@@ -112,6 +119,7 @@ impl StallAssembler {
                         drop(oldest);
                     }
                 }
+                self.name_delayer(&hold);
                 self.waiting.push_back(hold);
             }
         }
@@ -138,20 +146,39 @@ impl StallAssembler {
         self.ready(u64::MAX - LATE_TIMER_NS)
     }
 
-    fn judge(&self, hold: NagleHold) -> Option<Stall> {
-        let duration_ns = hold.released_ns.saturating_sub(hold.start_ns);
-        if duration_ns < self.min_stall_ns {
-            return None;
-        }
-        // The peer's socket has our endpoints swapped; its timer fired during the hold,
-        // shortly before the ACK arrived.
-        let timer = self.fired.iter().rev().find(|f| {
+    /// The peer's timer that fired during the hold, shortly before the ACK arrived (the
+    /// peer's socket has the hold's endpoints swapped).
+    fn releasing_timer(&self, hold: &NagleHold) -> Option<usize> {
+        self.fired.iter().rposition(|f| {
             f.socket.local == hold.socket.remote
                 && f.socket.remote == hold.socket.local
                 && f.fired_ns >= hold.start_ns
                 && f.fired_ns <= hold.released_ns
                 && hold.released_ns - f.fired_ns <= TIMER_TO_ACK_NS
-        });
+        })
+    }
+
+    /// Names the process of the timer that released this hold, if that timer is known
+    /// and not yet named.
+    fn name_delayer(&mut self, hold: &NagleHold) {
+        if hold.released_ns.saturating_sub(hold.start_ns) < self.min_stall_ns {
+            return;
+        }
+        if let Some(i) = self.releasing_timer(hold) {
+            let timer = &mut self.fired[i];
+            if timer.owner.is_none() {
+                timer.owner = (self.owner_of)(timer.socket_inode);
+            }
+        }
+    }
+
+    fn judge(&mut self, hold: NagleHold) -> Option<Stall> {
+        let duration_ns = hold.released_ns.saturating_sub(hold.start_ns);
+        if duration_ns < self.min_stall_ns {
+            return None;
+        }
+        self.name_delayer(&hold);
+        let timer = self.releasing_timer(&hold).map(|i| &self.fired[i]);
         let round_trip_ns = u64::from(hold.smoothed_rtt_us) * 1000;
         let (evidence, delayer) = match timer {
             Some(fired) => (
@@ -195,6 +222,19 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// Socket inodes as the test records carry them: the pid times 1000.
+    fn assembler() -> StallAssembler {
+        StallAssembler::new(
+            2 * MS,
+            Box::new(|inode| {
+                (inode == 11_000).then(|| Process {
+                    pid: 11,
+                    comm: "server".into(),
+                })
+            }),
+        )
+    }
+
     fn hold(start: u64, end: u64) -> WatchEvent {
         decode(&record(
             1,
@@ -225,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_hold_released_by_the_peers_timer_is_a_stall() {
-        let mut a = StallAssembler::new(2 * MS);
+        let mut a = assembler();
         a.push(fired(140 * MS));
         a.push(hold(100 * MS, 140 * MS + 50_000));
         assert!(a.ready(150 * MS).is_empty(), "waits for a late timer event");
@@ -235,21 +275,43 @@ mod tests {
         assert_eq!(s.evidence, Evidence::TimerSeen);
         assert_eq!(s.holder.comm, "client");
         assert_eq!(s.delayer.process.as_ref().unwrap().comm, "server");
+        assert_eq!(s.delayer.process.as_ref().unwrap().pid, 11);
         assert_eq!(s.delayer.timer_ns, Some(40 * MS));
         assert_eq!(s.class.name(), "nagle-delayed-ack");
     }
 
     #[test]
     fn a_timer_event_delivered_after_the_hold_still_matches() {
-        let mut a = StallAssembler::new(2 * MS);
+        let mut a = assembler();
         a.push(hold(0, 41 * MS));
         a.push(fired(41 * MS - 10_000));
         assert_eq!(a.finish()[0].evidence, Evidence::TimerSeen);
     }
 
     #[test]
+    fn the_delayer_is_named_when_the_hold_ends_not_only_when_judged() {
+        // The lookup answers once: the delayer's process exits right after the stall.
+        let mut answered = false;
+        let mut a = StallAssembler::new(
+            2 * MS,
+            Box::new(move |_| {
+                let first = !answered;
+                answered = true;
+                first.then(|| Process {
+                    pid: 11,
+                    comm: "server".into(),
+                })
+            }),
+        );
+        a.push(fired(40 * MS));
+        a.push(hold(0, 40 * MS + 10_000));
+        let stalls = a.finish();
+        assert_eq!(stalls[0].delayer.process.as_ref().unwrap().pid, 11);
+    }
+
+    #[test]
     fn a_short_hold_is_no_stall() {
-        let mut a = StallAssembler::new(2 * MS);
+        let mut a = assembler();
         a.push(hold(0, MS));
         assert!(a.finish().is_empty());
         assert_eq!(a.short_holds, 1);
@@ -257,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_remote_peer_is_inferred_from_the_round_trip() {
-        let mut a = StallAssembler::new(2 * MS);
+        let mut a = assembler();
         // smoothed RTT in the record: 50 us
         a.push(hold(0, 40 * MS));
         let stalls = a.finish();
@@ -267,7 +329,7 @@ mod tests {
 
     #[test]
     fn a_timer_of_another_connection_does_not_match() {
-        let mut a = StallAssembler::new(2 * MS);
+        let mut a = assembler();
         let WatchEvent::DelayedAckFired(mut other) = fired(40 * MS) else {
             unreachable!()
         };
@@ -282,7 +344,7 @@ mod tests {
 
     #[test]
     fn memory_stays_bounded() {
-        let mut a = StallAssembler::new(2 * MS);
+        let mut a = assembler();
         for i in 0..(3 * TIMER_MEMORY_LEN as u64) {
             a.push(fired(i));
             a.push(hold(i, i + 1));
