@@ -3,7 +3,8 @@
 //! to, which application pattern caused them, and the fixes ranked with their gain.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
@@ -191,14 +192,35 @@ pub struct Prediction {
 pub struct Fix {
     pub role: Role,
     pub endpoint: SocketAddr,
-    pub action: String,
-    pub note: String,
+    pub action: FixAction,
+    pub note: &'static str,
     pub kind: FixKind,
     /// Time the connection would not have lost: the simulated saving when `predicted`
     /// is set, otherwise an estimate (every stall, or every ACK delay, removed).
     pub saves: Nanos,
     /// The simulated outcome, when the connection's scenario was inferred and run.
     pub predicted: Option<Prediction>,
+}
+
+/// What a fix asks to change: constant text, or a route to the peer on which the
+/// receiver ACKs at once (its text names the peer, and is written only when shown).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FixAction {
+    Text(&'static str),
+    RouteQuickack { peer: IpAddr },
+}
+
+impl fmt::Display for FixAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FixAction::Text(text) => f.write_str(text),
+            FixAction::RouteQuickack { peer } => write!(
+                f,
+                "route to {peer} with quickack 1: ip route add {peer}/{bits} via GATEWAY dev DEV quickack 1 (as `ip route get {peer}` shows them)",
+                bits = if peer.is_ipv4() { 32 } else { 128 },
+            ),
+        }
+    }
 }
 
 impl Fix {
@@ -577,12 +599,12 @@ fn most_common_pattern(events: &[&StallEvent]) -> Option<Pattern> {
 /// immediate ACKs on the receiver.
 fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     let mut fixes = Vec::new();
-    let holder_fix = |kind: FixKind, action: &str, note: &str| {
+    let holder_fix = |kind: FixKind, action: &'static str, note: &'static str| {
         Some(Fix {
             role: d.holder,
             endpoint: d.holder_endpoint,
-            action: action.to_string(),
-            note: note.to_string(),
+            action: FixAction::Text(action),
+            note,
             kind,
             saves: d.time_lost,
             predicted: None,
@@ -606,8 +628,8 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
         Some(Fix {
             role: d.delayer,
             endpoint: d.delayer_endpoint,
-            action: action.to_string(),
-            note: note.to_string(),
+            action: FixAction::Text(action),
+            note,
             kind: FixKind::AckAtOnce,
             saves: d.ack_delay_time,
             predicted: None,
@@ -622,12 +644,10 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     .then(|| Fix {
         role: d.delayer,
         endpoint: d.delayer_endpoint,
-        action: format!(
-            "route to {peer} with quickack 1: ip route add {peer}/{bits} via GATEWAY dev DEV quickack 1 (as `ip route get {peer}` shows them)",
-            peer = d.holder_endpoint.ip(),
-            bits = if d.holder_endpoint.is_ipv4() { 32 } else { 128 },
-        ),
-        note: "root, no code change; every connection to that host ACKs at once; more ACK packets".to_string(),
+        action: FixAction::RouteQuickack {
+            peer: d.holder_endpoint.ip(),
+        },
+        note: "root, no code change; every connection to that host ACKs at once; more ACK packets",
         kind: FixKind::AckAtOnce,
         saves: d.ack_delay_time,
         predicted: None,

@@ -222,10 +222,10 @@ fn facts(c: &ConnectionDiagnosis, out: &mut String) {
                 "<li>{} {}: <b>{}</b>; saves {:.3} s ({}); {}</li>",
                 f.role.name(),
                 f.endpoint,
-                escape(&f.action),
+                escape(&f.action.to_string()),
                 secs(f.saves),
                 text::fix_gain(f, c.duration()),
-                escape(&f.note)
+                escape(f.note)
             );
         }
         out.push_str("</ol>");

@@ -427,8 +427,8 @@ fn fixes<'a>(
             rank: i + 1,
             role: f.role.name(),
             endpoint: f.endpoint.to_string(),
-            action: f.action.clone(),
-            note: f.note.clone(),
+            action: f.action.to_string(),
+            note: f.note.to_string(),
             saves: secs(f.saves),
             speedup: match f.predicted {
                 Some(p) => (p.speedup * 10.0).round() / 10.0,
