@@ -214,9 +214,10 @@ pub struct Evidence {
     /// The released segment's TSecr echoes the releasing ACK's TSval: it provably left
     /// after that ACK reached the sender (RFC 7323). None when timestamps are off.
     pub tsecr_echoes_ack: Option<bool>,
-    /// The receiver's window before the releasing ACK (bytes, scaled when known).
-    pub window_before: Option<u64>,
-    pub window_after: Option<u64>,
+    /// The receiver's window before the releasing ACK (bytes, scaled when known; a
+    /// scaled window is at most 1 GiB).
+    pub window_before: Option<u32>,
+    pub window_after: Option<u32>,
     /// The gap ended with a retransmission.
     pub retransmission: bool,
     /// How firmly the capture supports a stall.
@@ -334,8 +335,9 @@ pub struct PeerSegment {
     pub tsval: Option<u32>,
     /// Its TSval is newer than any the peer sent before it.
     pub tsval_is_new: bool,
-    pub window_before: Option<u64>,
-    pub window_after: Option<u64>,
+    /// The window its side advertised before it and after it (at most 1 GiB).
+    pub window_before: Option<u32>,
+    pub window_after: Option<u32>,
 }
 
 /// Names the cause of one gap, or returns `None` when the gap is only the path's round

@@ -159,16 +159,16 @@ pub fn window_limited(ctx: &GapContext, ack: &PeerSegment) -> Option<Link> {
     }
     let sent_up_to = ack.snd_una_before + ack.outstanding_before;
     if let Some(window) = ack.window_before {
-        let right_edge_before = ack.snd_una_before + window;
-        let moved = ack
-            .window_after
-            .is_some_and(|after| ack.snd_una_before + ack.newly_acked + after > right_edge_before);
+        let right_edge_before = ack.snd_una_before + u64::from(window);
+        let moved = ack.window_after.is_some_and(|after| {
+            ack.snd_una_before + ack.newly_acked + u64::from(after) > right_edge_before
+        });
         if moved && sent_up_to + u64::from(ctx.segment_bytes) > right_edge_before {
             return Some(Link::WindowFullBeforeAck);
         }
     }
     if let Some(window) = ack.window_after {
-        let right_edge_after = ack.snd_una_before + ack.newly_acked + window;
+        let right_edge_after = ack.snd_una_before + ack.newly_acked + u64::from(window);
         let burst_of_full_segments = ctx.segment_bytes >= ctx.sender_full_size
             && !ctx.burst_ends_with_small
             && ctx.burst_end > sent_up_to;

@@ -261,7 +261,6 @@ impl LastSegment {
 
     /// The segment, given the window its side advertises now (the one after it).
     fn get(&self, window_after: Option<u64>) -> Option<PeerSegment> {
-        let value = |v: u32| (v != Self::NONE).then_some(u64::from(v));
         self.has(Self::SEEN).then(|| PeerSegment {
             packet: self.packet,
             time: self.time,
@@ -278,8 +277,8 @@ impl LastSegment {
             acked_data_began_message: self.has(Self::ACKED_DATA_BEGAN_MESSAGE),
             tsval: self.has(Self::HAS_TSVAL).then_some(self.tsval),
             tsval_is_new: self.has(Self::TSVAL_IS_NEW),
-            window_before: value(self.window_before),
-            window_after: window_after.map(|w| u64::from(Self::small(w))),
+            window_before: (self.window_before != Self::NONE).then_some(self.window_before),
+            window_after: window_after.map(Self::small),
         })
     }
 }
@@ -1438,8 +1437,12 @@ mod tests {
                     segment.small_outstanding_after,
                 );
             }
-            last.window_and_tsval(segment.window_before, segment.tsval, segment.tsval_is_new);
-            let back = last.get(segment.window_after);
+            last.window_and_tsval(
+                segment.window_before.map(u64::from),
+                segment.tsval,
+                segment.tsval_is_new,
+            );
+            let back = last.get(segment.window_after.map(u64::from));
             assert_eq!(format!("{back:?}"), format!("{:?}", Some(segment)));
         }
     }
