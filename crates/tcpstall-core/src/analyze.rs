@@ -202,7 +202,7 @@ fn severity_key(d: &ConnectionDiagnosis) -> SeverityKey {
     )
 }
 
-/// Gaps listed one by one over all listed connections (248 bytes each); beyond this the
+/// Gaps listed one by one over all listed connections (208 bytes each); beyond this the
 /// least severe connections keep only their gaps' counts.
 pub const MAX_LISTED_GAPS: usize = 200_000;
 

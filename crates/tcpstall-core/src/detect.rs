@@ -129,11 +129,11 @@ pub struct StallEvent {
     pub start: Nanos,
     pub end: Nanos,
     /// Side (0 or 1 of the connection) whose data ended the gap.
-    pub sender: usize,
+    pub sender: u8,
     /// Side that had data and could not send it.
-    pub holder: Option<usize>,
+    pub holder: Option<u8>,
     /// Side whose delayed ACK (or closed window) held it.
-    pub delayer: Option<usize>,
+    pub delayer: Option<u8>,
     /// Bytes released when the gap ended.
     pub held_bytes: u64,
     /// The releasing pure ACK, when there was one.
@@ -348,7 +348,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
         class: StallClass::Unexplained,
         start: ctx.gap_start,
         end: ctx.gap_end,
-        sender: ctx.sender,
+        sender: ctx.sender as u8,
         holder: None,
         delayer: None,
         held_bytes: u64::from(ctx.segment_bytes) + ctx.burst_bytes,
@@ -369,7 +369,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
 
     if ctx.segment_is_retransmission {
         event.class = StallClass::RetransmissionTimeout;
-        event.holder = Some(ctx.sender);
+        event.holder = Some(ctx.sender as u8);
         event.evidence.basis.push(Link::Retransmission);
         return Some(event);
     }
@@ -407,8 +407,8 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     if let Some(why) = evidence::window_limited(ctx, ack) {
         basis.push(why);
         event.class = StallClass::ReceiverWindow;
-        event.holder = Some(ctx.sender);
-        event.delayer = Some(peer);
+        event.holder = Some(ctx.sender as u8);
+        event.delayer = Some(peer as u8);
         return Some(event);
     }
     basis.push(Link::WindowOpen);
@@ -460,8 +460,8 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     }
 
     // Link 4: what held the data: Nagle, or the sender waiting for ACKs.
-    event.holder = Some(ctx.sender);
-    event.delayer = Some(peer);
+    event.holder = Some(ctx.sender as u8);
+    event.delayer = Some(peer as u8);
     event.evidence.confidence = match release {
         Release::Proven => Confidence::High,
         Release::OnTime => Confidence::Medium,

@@ -453,7 +453,7 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
             let held: Vec<&StallEvent> = tcp_stalls
                 .iter()
                 .copied()
-                .filter(|e| e.holder == Some(holder))
+                .filter(|e| e.holder.map(usize::from) == Some(holder))
                 .collect();
             direction_diagnosis(&held, holder, side_roles, connection.endpoints)
         })

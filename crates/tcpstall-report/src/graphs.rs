@@ -348,7 +348,7 @@ pub fn time_sequence(g: &SeqGraph<'_>) -> String {
             &format!(r#"fill="{color}" fill-opacity="{fill_opacity}"{outline}"#),
         );
         svg.rect(x0, f.top - 6.0, w, 6.0, &format!(r#"fill="{color}""#));
-        if e.sender == g.sender
+        if usize::from(e.sender) == g.sender
             && let Some(level) = level_at(view, e.start)
         {
             let y = y_of(level as f64);

@@ -424,7 +424,7 @@ impl Tracker {
         let keys = key_events(c);
         let mut votes = [0usize; 2];
         for &i in &keys {
-            votes[c.events[i].sender.min(1)] += 1;
+            votes[usize::from(c.events[i].sender.min(1))] += 1;
         }
         let sender = usize::from(votes[1] > votes[0]);
         let representative = representative_event(c);

@@ -295,7 +295,9 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
     let mut held: Vec<i64> = d
         .events
         .iter()
-        .filter(|e| e.class == StallClass::NagleDelayedAck && e.holder == Some(holder_side))
+        .filter(|e| {
+            e.class == StallClass::NagleDelayedAck && e.holder.map(usize::from) == Some(holder_side)
+        })
         .map(|e| e.held_bytes.min(1 << 30) as i64)
         .collect();
     let holds = held.len();
@@ -385,7 +387,7 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
         let mut idle: Vec<i64> = d
             .events
             .iter()
-            .filter(|e| e.class == StallClass::AppThinkTime && e.sender == side)
+            .filter(|e| e.class == StallClass::AppThinkTime && usize::from(e.sender) == side)
             .map(|e| e.idle.unwrap_or(e.duration()))
             .collect();
         (idle.len() * 2 >= capture_transactions as usize)
