@@ -119,7 +119,9 @@ impl StallAssembler {
                         drop(oldest);
                     }
                 }
-                self.name_delayer(&hold);
+                if self.is_long_enough(&hold) {
+                    self.named_releasing_timer(&hold);
+                }
                 self.waiting.push_back(hold);
             }
         }
@@ -158,27 +160,26 @@ impl StallAssembler {
         })
     }
 
-    /// Names the process of the timer that released this hold, if that timer is known
-    /// and not yet named.
-    fn name_delayer(&mut self, hold: &NagleHold) {
-        if hold.released_ns.saturating_sub(hold.start_ns) < self.min_stall_ns {
-            return;
+    /// The timer that released this hold, with its process named if it was not yet.
+    fn named_releasing_timer(&mut self, hold: &NagleHold) -> Option<usize> {
+        let i = self.releasing_timer(hold)?;
+        let timer = &mut self.fired[i];
+        if timer.owner.is_none() {
+            timer.owner = (self.owner_of)(timer.socket_inode);
         }
-        if let Some(i) = self.releasing_timer(hold) {
-            let timer = &mut self.fired[i];
-            if timer.owner.is_none() {
-                timer.owner = (self.owner_of)(timer.socket_inode);
-            }
-        }
+        Some(i)
+    }
+
+    fn is_long_enough(&self, hold: &NagleHold) -> bool {
+        hold.released_ns.saturating_sub(hold.start_ns) >= self.min_stall_ns
     }
 
     fn judge(&mut self, hold: NagleHold) -> Option<Stall> {
-        let duration_ns = hold.released_ns.saturating_sub(hold.start_ns);
-        if duration_ns < self.min_stall_ns {
+        if !self.is_long_enough(&hold) {
             return None;
         }
-        self.name_delayer(&hold);
-        let timer = self.releasing_timer(&hold).map(|i| &self.fired[i]);
+        let duration_ns = hold.released_ns - hold.start_ns;
+        let timer = self.named_releasing_timer(&hold).map(|i| &self.fired[i]);
         let round_trip_ns = u64::from(hold.smoothed_rtt_us) * 1000;
         let (evidence, delayer) = match timer {
             Some(fired) => (
