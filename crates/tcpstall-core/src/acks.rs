@@ -180,6 +180,9 @@ mod tests {
             acked_data_began_message: false,
             tsval: None,
             tsval_is_new: false,
+            sender_owed_ack: false,
+            acked_uncaptured: false,
+            carries_data: false,
             window_before: None,
             window_after: None,
         }

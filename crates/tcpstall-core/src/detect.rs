@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::basis::{Basis, Link};
 use crate::evidence::{self, AckTiming, Release};
+use crate::path::PathSide;
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
 /// The six names a gap can get.
@@ -107,16 +108,16 @@ pub struct DetectConfig {
     /// A gap is examined when it is at least this long, and reported when the delay it
     /// contains beyond the path's round trip (ACK delay, idle time) is at least this long.
     pub min_gap: Nanos,
-    /// How late after an ACK reaches the sender its next data may leave and still count
-    /// as "sent as soon as the ACK arrived", on top of the path estimate.
-    pub reaction_slack: Nanos,
+    /// Data the sender sends this soon after the segment that ended a gap, with the same
+    /// ACK field, left in the same burst and was held too.
+    pub burst_slack: Nanos,
 }
 
 impl Default for DetectConfig {
     fn default() -> Self {
         DetectConfig {
             min_gap: 10 * NANOS_PER_MILLI,
-            reaction_slack: 2 * NANOS_PER_MILLI,
+            burst_slack: 2 * NANOS_PER_MILLI,
         }
     }
 }
@@ -166,8 +167,6 @@ pub enum Confidence {
     /// Not a stall, or nothing to rate.
     #[default]
     None,
-    /// TSecr proves the data left after the ACK arrived, but later than the round trip.
-    Low,
     /// Timing alone: the data left one round trip after the ACK.
     Medium,
     /// TSecr proves the order and the timing agrees.
@@ -178,7 +177,6 @@ impl Confidence {
     pub fn name(self) -> &'static str {
         match self {
             Confidence::None => "none",
-            Confidence::Low => "low",
             Confidence::Medium => "medium",
             Confidence::High => "high",
         }
@@ -260,9 +258,12 @@ pub struct GapContext {
     /// (ticks a second): the sender's own account of when it sent what.
     pub sender_previous_tsval: Option<u32>,
     pub sender_tsval_hz: Option<f64>,
-    /// The sender's first TSval, and the least (capture time - TSval in ms) over its
-    /// segments: how fast the path alone brings its segments, by a 1 ms clock.
-    pub sender_least_transit: Option<(u32, Nanos)>,
+    /// The sender was seen echoing a TSval that only a pure ACK of its peer carried: it
+    /// updates TS.Recent from pure ACKs (RFC 7323 4.3), not by RFC 1323's strict rule.
+    pub sender_echoes_pure_acks: bool,
+    /// Sequence space before the segment ending the gap was never captured: when the
+    /// sender sent what it holds is unknown.
+    pub release_after_hole: bool,
     /// The data before the gap came from the sender itself (it was simply slow to go on).
     pub data_before_from_sender: bool,
     /// When the sender's previous data segment was captured.
@@ -273,14 +274,10 @@ pub struct GapContext {
     /// When the sender's own ACK of the data before the gap was captured, if it sent
     /// one inside the gap: the data had reached it by then.
     pub sender_acked_peer_at: Option<Nanos>,
-    /// Round trip from the capture point to each side and back (index: side).
-    pub path_rtt: [Nanos; 2],
-    /// The same, measured on the path alone (handshake, pure ACKs), where it was: the
-    /// floor no reaction can go below. A round trip measured on an ACK riding on data
-    /// includes the application and is no floor.
-    pub path_floor: [Option<Nanos>; 2],
+    /// The round trips from the capture point to each side and back (index: side).
+    pub path: [PathSide; 2],
     /// The step of the capture's clock (1 us for most captures, 1 ms for some).
-    pub clock_granularity: Nanos,
+    pub clock_step: Nanos,
     /// The round trip of a prompt ACK from the other side for the same flight of data:
     /// what the path, queue included, took then.
     pub prompt_round_trip: Option<Nanos>,
@@ -335,6 +332,14 @@ pub struct PeerSegment {
     pub tsval: Option<u32>,
     /// Its TSval is newer than any the peer sent before it.
     pub tsval_is_new: bool,
+    /// When it came, the sender (of the gap's data) had not acknowledged all the peer's
+    /// data before it: RFC 7323 4.3 keeps TS.Recent from being updated by it.
+    pub sender_owed_ack: bool,
+    /// Some of what it newly acknowledged was not captured (a hole in the sender's
+    /// sequence space, or its TSecr names data newer than the captured data it covers).
+    pub acked_uncaptured: bool,
+    /// It carried data of its own.
+    pub carries_data: bool,
     /// The window its side advertised before it and after it (at most 1 GiB).
     pub window_before: Option<u32>,
     pub window_after: Option<u32>,
@@ -380,7 +385,12 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     let basis = &mut event.evidence.basis;
 
     // Link 1: the ACK released the data.
-    let release = evidence::release_by(ctx, ack, config);
+    if ctx.release_after_hole {
+        // Sequence space before it was never captured: the release may have begun earlier.
+        basis.push(Link::ReleaseAfterUncapturedData);
+        return Some(event);
+    }
+    let release = evidence::release_by(ctx, ack);
     match release {
         Release::NotReleased(why) => {
             basis.push(why);
@@ -391,11 +401,6 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
             basis.push(Link::LeftOnAckArrival);
         }
         Release::OnTime => basis.push(Link::LeftOnAckArrival),
-        Release::Late { proven: true } => {
-            basis.push(Link::TsecrEchoesAck);
-            basis.push(Link::LeftLate);
-        }
-        Release::Late { proven: false } => basis.push(Link::LeftLate),
     }
     if ctx.segment_bytes == 0 {
         // A bare FIN: the application closed; no data waited.
@@ -417,7 +422,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     if !ack.ack_advanced {
         // The sender left right after a segment that acknowledged nothing new.
         basis.push(Link::AckAcknowledgedNothingNew);
-        if ctx.gap_end - ctx.gap_start < config.min_gap + ctx.path_rtt[0] + ctx.path_rtt[1] {
+        if ctx.gap_end - ctx.gap_start < config.min_gap + ctx.path[0].least + ctx.path[1].least {
             return None;
         }
         return Some(event);
@@ -435,25 +440,9 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
             return Some(event);
         }
     };
-    if let Release::Late { .. } = release
-        && delay < config.min_gap + evidence::lateness(ctx, ack, config)
-    {
-        // The capture's timing is as uncertain as the release was late: an ACK delay
-        // within that is no evidence of a timer.
-        basis.push(Link::AckDelayWithinTimingNoise);
-        return None;
-    }
     basis.push(Link::AckHeldByTimer);
     event.ack_delay = Some(delay);
-    if release == (Release::Late { proven: false }) {
-        // A late release without TSecr's proof: the capture cannot tell a held sender
-        // from one that went on by itself.
-        return Some(event);
-    }
-    let late = matches!(release, Release::Late { .. });
-    if ctx.sender_clock == evidence::SenderClock::FollowsOwn
-        || (late && ctx.sender_clock == evidence::SenderClock::Steady)
-    {
+    if ctx.sender_clock == evidence::SenderClock::FollowsOwn {
         basis.push(Link::SenderOnOwnClock);
         event.ack_delay = None;
         return app_think_time(ctx, config, event);
@@ -465,7 +454,7 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     event.evidence.confidence = match release {
         Release::Proven => Confidence::High,
         Release::OnTime => Confidence::Medium,
-        _ => Confidence::Low,
+        Release::NotReleased(_) => Confidence::None,
     };
     let basis = &mut event.evidence.basis;
     match evidence::nagle_could_hold(ctx, ack) {
@@ -508,7 +497,7 @@ fn record_ack(ctx: &GapContext, ack: &PeerSegment, event: &mut StallEvent) {
     let e = &mut event.evidence;
     e.ack_packet = Some(ack.packet);
     e.reaction = Some(ctx.gap_end - ack.time);
-    e.sender_round_trip = Some(ctx.path_rtt[ctx.sender]);
+    e.sender_round_trip = Some(ctx.path[ctx.sender].least);
     e.outstanding_bytes = ack.outstanding_before;
     e.outstanding_small_segment = ack.outstanding_small_segment;
     e.acked_bytes = ack.newly_acked;
@@ -554,7 +543,7 @@ fn app_think_time(
     let waited_from = if ctx.data_before_from_sender {
         ctx.gap_start
     } else {
-        let reached_sender = ctx.gap_start + ctx.path_rtt[ctx.sender];
+        let reached_sender = ctx.gap_start + ctx.path[ctx.sender].least;
         // Its own ACK of that data says when the data had reached it, unless a delayed-ACK
         // timer may have held that ACK too (then it says nothing).
         let own_ack = ctx

@@ -401,7 +401,7 @@ impl ConnectionDiagnosis {
 
     /// The listed TCP stalls by how firmly the capture supports them, firmest first.
     pub fn confidence_counts(&self) -> Vec<(Confidence, usize)> {
-        [Confidence::High, Confidence::Medium, Confidence::Low]
+        [Confidence::High, Confidence::Medium]
             .into_iter()
             .map(|level| {
                 let n = self
@@ -512,8 +512,8 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
             + connection.dirs[1].retransmitted_segments,
         client_mss: connection.send_mss(client_side),
         server_mss: connection.send_mss(server_side),
-        client_path_rtt: connection.dirs[client_side].path_rtt,
-        server_path_rtt: connection.dirs[server_side].path_rtt,
+        client_path_rtt: connection.dirs[client_side].path_rtt(),
+        server_path_rtt: connection.dirs[server_side].path_rtt(),
         client_messages: connection.dirs[client_side].messages,
         server_messages: connection.dirs[server_side].messages,
         timestamps: connection.dirs[0].timestamps_seen && connection.dirs[1].timestamps_seen,

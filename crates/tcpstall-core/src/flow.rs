@@ -13,6 +13,8 @@ use crate::acks::{AckHistory, PureAck, SAME_FLIGHT};
 use crate::basis::Link;
 use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
 use crate::evidence::{SenderClock, sender_clock};
+use crate::path::PathSide;
+use crate::path::{CLOCK_SAMPLE_PACKETS, ClockStep, RoundTrips};
 use crate::segment::{Nanos, Segment};
 use crate::sender::{SenderEvidence, SentData, TimestampClock};
 
@@ -44,6 +46,8 @@ struct InFlight {
     small: bool,
     began_message: bool,
     retransmitted: bool,
+    /// Its TSval, when it carried one.
+    tsval: Option<u32>,
 }
 
 /// The state of the data one side sends. The fields are laid out by when they are used,
@@ -92,10 +96,8 @@ pub struct Direction {
     last: LastSegment,
 
     // What an ACK from this side updates.
-    /// Round trip from the capture point to this side and back.
-    pub path_rtt: Option<Nanos>,
-    /// The same from samples of the path alone: a floor no reaction can go below.
-    bare_path_rtt: Option<Nanos>,
+    /// Round trips from the capture point to this side and back.
+    round_trips: RoundTrips,
     /// Its full segment size as of its last data segment (read by the other side's ACKs).
     full_size: u32,
     /// What its pure ACKs showed: the path's round trips, whether it acknowledges every
@@ -123,6 +125,18 @@ pub struct Direction {
     pub timestamps_option: bool,
     /// Since when the window this side advertises has been zero, and the packet.
     zero_window_since: (Nanos, u64),
+    /// The newest TSval of this side, and whether only pure ACKs carried it so far.
+    newest_tsval: u32,
+    newest_tsval_pure_ack_only: bool,
+    /// This side echoed a TSval that only a pure ACK of the other side carried: it
+    /// updates TS.Recent from pure ACKs (RFC 7323 4.3, not RFC 1323 3.4's strict rule).
+    pub echoes_pure_acks: bool,
+    /// The latest stretch of this side's sequence space that the capture never saw
+    /// (start, end): data sent past it was captured, it was not.
+    uncaptured: (u64, u64),
+    /// This side's last pure ACK, kept when data of its own followed it: the ACK a
+    /// release that crossed that data was answering.
+    last_pure_ack: LastSegment,
 }
 
 /// The header fields that tell a packet captured twice: sequence and acknowledgement
@@ -164,18 +178,21 @@ struct LastSegment {
     window_before: u32,
     acked_data_len: u32,
     tsval: u32,
-    flags: u8,
+    flags: u16,
 }
 
 impl LastSegment {
-    const SEEN: u8 = 1;
-    const ACK_ADVANCED: u8 = 2;
-    const OUTSTANDING_SMALL: u8 = 4;
-    const ACKED_DATA_SMALL: u8 = 8;
-    const ACKED_DATA_BEGAN_MESSAGE: u8 = 16;
-    const HAS_TSVAL: u8 = 32;
-    const TSVAL_IS_NEW: u8 = 64;
-    const SMALL_AFTER: u8 = 128;
+    const SEEN: u16 = 1;
+    const ACK_ADVANCED: u16 = 2;
+    const OUTSTANDING_SMALL: u16 = 4;
+    const ACKED_DATA_SMALL: u16 = 8;
+    const ACKED_DATA_BEGAN_MESSAGE: u16 = 16;
+    const HAS_TSVAL: u16 = 32;
+    const TSVAL_IS_NEW: u16 = 64;
+    const SMALL_AFTER: u16 = 128;
+    const SENDER_OWED_ACK: u16 = 256;
+    const ACKED_UNCAPTURED: u16 = 512;
+    const CARRIES_DATA: u16 = 1024;
     const NONE: u32 = u32::MAX;
     const NO_TIME: Nanos = Nanos::MIN;
 
@@ -240,13 +257,13 @@ impl LastSegment {
         self.set(Self::TSVAL_IS_NEW, is_new);
     }
 
-    fn set(&mut self, bit: u8, on: bool) {
+    fn set(&mut self, bit: u16, on: bool) {
         if on {
             self.flags |= bit;
         }
     }
 
-    fn has(&self, bit: u8) -> bool {
+    fn has(&self, bit: u16) -> bool {
         self.flags & bit != 0
     }
 
@@ -277,6 +294,9 @@ impl LastSegment {
             acked_data_began_message: self.has(Self::ACKED_DATA_BEGAN_MESSAGE),
             tsval: self.has(Self::HAS_TSVAL).then_some(self.tsval),
             tsval_is_new: self.has(Self::TSVAL_IS_NEW),
+            sender_owed_ack: self.has(Self::SENDER_OWED_ACK),
+            acked_uncaptured: self.has(Self::ACKED_UNCAPTURED),
+            carries_data: self.has(Self::CARRIES_DATA),
             window_before: (self.window_before != Self::NONE).then_some(self.window_before),
             window_after: window_after.map(Self::small),
         })
@@ -304,12 +324,12 @@ impl Direction {
     /// A round-trip sample. `bare` when nothing but the path is in it (the handshake,
     /// a pure ACK); an ACK riding on data also holds the application's own time.
     fn record_rtt_sample(&mut self, sample: Nanos, bare: bool) {
-        if sample >= 0 {
-            self.path_rtt = Some(self.path_rtt.map_or(sample, |r| r.min(sample)));
-            if bare {
-                self.bare_path_rtt = Some(self.bare_path_rtt.map_or(sample, |r| r.min(sample)));
-            }
-        }
+        self.round_trips.record(sample, bare);
+    }
+
+    /// The least round trip from the capture point to this side and back, if measured.
+    pub fn path_rtt(&self) -> Option<Nanos> {
+        self.round_trips.least()
     }
 }
 
@@ -327,7 +347,7 @@ pub struct Connection {
     /// The gap whose released data may continue in the next segments.
     /// (gap index, sender, release time, the release's ACK field).
     open_release: Option<(usize, usize, Nanos, u32)>,
-    clock: ClockGranularity,
+    clock: ClockStep,
     /// The last data-bearing segment: time, side, packet number.
     last_data: Option<(Nanos, usize, u64)>,
     /// By sender, the newest data acknowledged inside a gap waiting to be classified
@@ -375,7 +395,7 @@ impl Connection {
             pending_acked_data_time: [Nanos::MIN; 2],
             open_release: None,
             duplicates: 0,
-            clock: ClockGranularity::default(),
+            clock: ClockStep::default(),
         }
     }
 
@@ -435,7 +455,7 @@ impl Connection {
     }
 
     pub fn path_rtt(&self, side: usize) -> Nanos {
-        self.dirs[side].path_rtt.unwrap_or(0)
+        self.dirs[side].path_rtt().unwrap_or(0)
     }
 
     fn window_scale(&self, side: usize) -> Option<u8> {
@@ -507,8 +527,20 @@ impl Connection {
         // if it did (the gap this segment may end may have been waiting for it).
         let own = &self.dirs[x].last;
         let previous_own_ack = own.has(LastSegment::ACK_ADVANCED).then_some(own.time);
+        if carries_data && !own.has(LastSegment::CARRIES_DATA) && own.has(LastSegment::SEEN) {
+            // Its last segment was a pure ACK, and data follows it: a release that crosses
+            // this data was answering that ACK.
+            self.dirs[x].last_pure_ack = *own;
+        }
         // Recorded in place: this runs on every segment.
         self.dirs[x].last = LastSegment::begin(packet, t, previous_time);
+        // RFC 7323 4.3: the other side updates TS.Recent from this segment only if it
+        // has acknowledged everything before it (SEG.SEQ <= Last.ACK.sent).
+        let owed = self.dirs[x].snd_una < seq_start.min(self.dirs[x].snd_max);
+        self.dirs[x].last.set(LastSegment::SENDER_OWED_ACK, owed);
+        self.dirs[x]
+            .last
+            .set(LastSegment::CARRIES_DATA, carries_data);
         // The ACK field acknowledges the other side's data.
         if segment.flags.ack() && self.dirs[y].started {
             self.observe_ack(segment, x, y, t);
@@ -539,6 +571,15 @@ impl Connection {
 
         let tsval = segment.options.timestamps.map(|(val, _)| val);
         let tsval_is_new = tsval.is_some_and(|val| self.dirs[x].timestamps.observe(t, val));
+        if let Some((val, ecr)) = segment.options.timestamps {
+            self.note_echo(
+                x,
+                val,
+                ecr,
+                tsval_is_new,
+                carries_data || segment.flags.syn(),
+            );
+        }
         self.dirs[x]
             .last
             .window_and_tsval(window_before, tsval, tsval_is_new);
@@ -558,6 +599,26 @@ impl Connection {
                 previous_own_ack,
                 config,
             );
+        }
+    }
+
+    /// What side `x`'s timestamps show about TS.Recent: whether it echoes a TSval that
+    /// only a pure ACK of the other side carried, and which of its own TSvals only pure
+    /// ACKs carried.
+    fn note_echo(&mut self, x: usize, tsval: u32, tsecr: u32, is_new: bool, not_pure_ack: bool) {
+        let y = 1 - x;
+        if !self.dirs[x].echoes_pure_acks
+            && self.dirs[y].newest_tsval_pure_ack_only
+            && self.dirs[y].newest_tsval == tsecr
+        {
+            self.dirs[x].echoes_pure_acks = true;
+        }
+        let dir = &mut self.dirs[x];
+        if is_new {
+            dir.newest_tsval = tsval;
+            dir.newest_tsval_pure_ack_only = !not_pure_ack;
+        } else if not_pure_ack && tsval == dir.newest_tsval {
+            dir.newest_tsval_pure_ack_only = false;
         }
     }
 
@@ -590,7 +651,7 @@ impl Connection {
         if let Some(synack) = self.synack_time
             && self.syn_sender == Some(x)
             && peer.syn_seen
-            && self.dirs[x].path_rtt.is_none()
+            && self.dirs[x].path_rtt().is_none()
             && segment.flags.ack()
             && !segment.flags.syn()
         {
@@ -616,11 +677,27 @@ impl Connection {
             peer.small_in_flight -= u32::from(done.small);
             newest = Some(done);
         }
+        let snd_una_before = peer.snd_una;
         peer.snd_una = ack;
         let small_after = peer.small_in_flight > 0;
-        self.dirs[x]
-            .last
-            .acked(newly_acked, newest.as_ref(), small_before, small_after);
+        // The bytes it newly covers were not all captured: a stretch of sequence space
+        // the capture never saw, or data its TSecr names (RFC 7323 4.3: the earliest
+        // unacknowledged segment's TSval) that is newer than the captured data it covers
+        // (a retransmission the capture missed).
+        let (hole_start, hole_end) = peer.uncaptured;
+        let covers_hole = hole_end > snd_una_before && hole_start < ack;
+        let echoes_uncaptured = match (segment.options.timestamps, newest.as_ref()) {
+            (Some((_, ecr)), Some(done)) if !done.retransmitted => done
+                .tsval
+                .is_some_and(|sent| (ecr.wrapping_sub(sent) as i32) > 0),
+            _ => false,
+        };
+        let last = &mut self.dirs[x].last;
+        last.acked(newly_acked, newest.as_ref(), small_before, small_after);
+        last.set(
+            LastSegment::ACKED_UNCAPTURED,
+            covers_hole || echoes_uncaptured,
+        );
         // Karn's rule: no round-trip sample from retransmitted data.
         let Some(newest) = newest.filter(|done| !done.retransmitted) else {
             return;
@@ -697,9 +774,18 @@ impl Connection {
         if let Some((gap_start, before_side, before_packet)) = self.last_data
             && t - gap_start >= config.min_gap
         {
-            let last_from_peer = self.dirs[y]
-                .last_segment()
-                .filter(|p| p.time > gap_start && p.time <= t);
+            let peer = &self.dirs[y];
+            let in_gap = |p: &PeerSegment| p.time > gap_start && p.time <= t;
+            let mut last_from_peer = peer.last_segment().filter(in_gap);
+            // The release's own ACK field says whether it was built before the peer's
+            // latest data reached its sender: if it does not cover that data, the data
+            // crossed it, and the pure ACK before that data is what it answered.
+            let crossed = segment.flags.ack()
+                && last_from_peer.as_ref().is_some_and(|p| p.carries_data)
+                && peer.position(segment.ack) < peer.snd_max;
+            if crossed {
+                last_from_peer = peer.last_pure_ack.get(peer.window).filter(in_gap);
+            }
             // The round trip of the peer's last prompt ACK, if it covered the same
             // flight of data as the candidate release.
             let prompt_round_trip = last_from_peer
@@ -727,11 +813,11 @@ impl Connection {
                 segment_tsval: segment.options.timestamps.map(|(val, _)| val),
                 sender_previous_tsval: self.dirs[x].last_data_tsval,
                 sender_tsval_hz: None,
-                sender_least_transit: None,
+                sender_echoes_pure_acks: false,
+                release_after_hole: !is_retransmission && seq_start > self.dirs[x].snd_max,
                 sender_acked_peer_at,
-                path_rtt: [self.path_rtt(0), self.path_rtt(1)],
-                path_floor: [None, None],
-                clock_granularity: 0,
+                path: [PathSide::default(); 2],
+                clock_step: 0,
                 prompt_round_trip,
                 peer_acks_every_segment,
                 peer_large_data_rtt: self.dirs[y].acks.large_round_trip(),
@@ -765,7 +851,7 @@ impl Connection {
             // (even what the capture may have missed).
             && segment.ack == release_ack
             && !is_retransmission
-            && t - released_at <= config.reaction_slack
+            && t - released_at <= config.burst_slack
         {
             // Data that left in the same burst as the released segment was held too.
             let gap = &mut self.gaps[index];
@@ -813,6 +899,7 @@ impl Connection {
             end: seq_end,
             payload: segment.payload_len,
             pushed_past_nagle: segment.flags.fin() || urgent_mode,
+            same_message: !dir.peer_spoke_since_data,
         };
         // A TSecr newer than any TSval of the peer the capture saw: the capture missed a
         // segment of the peer, perhaps the ACK that cleared the small segment in flight.
@@ -866,7 +953,11 @@ impl Connection {
             small,
             began_message: dir.message_segments == 1,
             retransmitted: false,
+            tsval: segment.options.timestamps.map(|(val, _)| val),
         });
+        if seq_start > dir.snd_max {
+            dir.uncaptured = (dir.snd_max, seq_start);
+        }
         dir.data_bytes += seq_end.saturating_sub(dir.snd_max.max(seq_start));
         dir.snd_max = dir.snd_max.max(seq_end);
         dir.data_segments += 1;
@@ -876,22 +967,20 @@ impl Connection {
     /// Classifies the gaps with the connection's final round-trip estimates and what
     /// each sender's own segments proved by then.
     fn classify_gaps(&mut self, config: &DetectConfig) {
-        let path_rtt = [self.path_rtt(0), self.path_rtt(1)];
-        let path_floor = [self.dirs[0].bare_path_rtt, self.dirs[1].bare_path_rtt];
+        let path = [0, 1].map(|side| self.dirs[side].round_trips.side());
         let full_size = [0, 1].map(|side| self.full_size(side));
         let clock = [0, 1].map(|side| self.sender_clock(side));
         for gap in &mut self.gaps {
             let context = &mut gap.context;
             let sender = context.sender;
-            context.path_rtt = path_rtt;
-            context.path_floor = path_floor;
-            context.clock_granularity = self.clock.step();
+            context.path = path;
+            context.clock_step = self.clock.step();
             context.sender_full_size = full_size[sender];
             context.burst_ends_with_small = gap.last_burst_segment < full_size[sender];
             context.sender_nagle_off = self.dirs[sender].sender.nagle_off_by(context.gap_end);
             context.sender_clock = clock[sender];
             context.sender_tsval_hz = self.dirs[sender].timestamps.rate();
-            context.sender_least_transit = self.dirs[sender].timestamps.least_transit();
+            context.sender_echoes_pure_acks = self.dirs[sender].echoes_pure_acks;
             if let Some(event) = classify_gap(context, config) {
                 let class = event.class;
                 if self.listed[class.index()] < class.listing_limit() {
@@ -984,49 +1073,6 @@ impl Connection {
 
     fn is_finished(&self) -> bool {
         self.reset || (self.dirs[0].fin_seen && self.dirs[1].fin_seen)
-    }
-}
-
-/// A connection's first packets tell the step of the capture's clock.
-const CLOCK_SAMPLE_PACKETS: u64 = 16;
-
-/// The step of a capture's clock, learned from its timestamps: a capture stamped in
-/// milliseconds cannot time a reaction to better than that.
-#[derive(Clone, Copy, Debug)]
-struct ClockGranularity {
-    /// The largest power-of-ten step (1 ns up to 10 ms) every timestamp so far is a
-    /// multiple of.
-    step: Nanos,
-}
-
-impl Default for ClockGranularity {
-    fn default() -> Self {
-        ClockGranularity { step: 10_000_000 }
-    }
-}
-
-impl ClockGranularity {
-    fn observe(&mut self, time: Nanos) {
-        // Constant divisors: each test is a multiply, not a division.
-        while self.step > 1 {
-            let multiple = match self.step {
-                10_000_000 => time % 10_000_000 == 0,
-                1_000_000 => time % 1_000_000 == 0,
-                100_000 => time % 100_000 == 0,
-                10_000 => time % 10_000 == 0,
-                1_000 => time % 1_000 == 0,
-                100 => time % 100 == 0,
-                _ => time % 10 == 0,
-            };
-            if multiple {
-                return;
-            }
-            self.step /= 10;
-        }
-    }
-
-    fn step(&self) -> Nanos {
-        self.step
     }
 }
 
@@ -1396,6 +1442,9 @@ mod tests {
             acked_data_began_message: true,
             tsval: Some(0),
             tsval_is_new: true,
+            sender_owed_ack: true,
+            acked_uncaptured: true,
+            carries_data: true,
             window_before: Some(0),
             window_after: Some(65_535 << 14),
         };
@@ -1415,11 +1464,16 @@ mod tests {
             acked_data_began_message: false,
             tsval: None,
             tsval_is_new: false,
+            sender_owed_ack: false,
+            acked_uncaptured: false,
+            carries_data: false,
             window_before: None,
             window_after: None,
         };
         for segment in [full, empty] {
             let mut last = LastSegment::begin(segment.packet, segment.time, segment.previous_time);
+            last.set(LastSegment::SENDER_OWED_ACK, segment.sender_owed_ack);
+            last.set(LastSegment::CARRIES_DATA, segment.carries_data);
             last.ack_field(segment.snd_una_before, segment.outstanding_before);
             if segment.ack_advanced {
                 let newest = segment.acked_data_time.map(|time| InFlight {
@@ -1429,6 +1483,7 @@ mod tests {
                     small: segment.acked_data_small,
                     began_message: segment.acked_data_began_message,
                     retransmitted: false,
+                    tsval: None,
                 });
                 last.acked(
                     segment.newly_acked,
@@ -1436,6 +1491,7 @@ mod tests {
                     segment.outstanding_small_segment,
                     segment.small_outstanding_after,
                 );
+                last.set(LastSegment::ACKED_UNCAPTURED, segment.acked_uncaptured);
             }
             last.window_and_tsval(
                 segment.window_before.map(u64::from),

@@ -15,6 +15,7 @@ pub mod detect;
 pub mod diagnosis;
 pub mod evidence;
 pub mod flow;
+pub mod path;
 pub mod report;
 pub mod segment;
 pub mod sender;

@@ -11,9 +11,6 @@ use crate::segment::Nanos;
 /// (VPNs, PPPoE, tunnels) cut the MSS by tens or hundreds of bytes, not to a few hundred.
 const MIN_SEGMENT_LIMIT: u32 = 1024;
 
-/// Two of the sender's data segments this close together are one burst.
-const SAME_BURST: Nanos = 1_000_000;
-
 /// Per direction: the evidence about its sender's rules. Read on every data segment, so
 /// kept in 48 bytes.
 #[derive(Clone, Debug)]
@@ -32,8 +29,9 @@ pub struct SenderEvidence {
     last_payload: u32,
     /// How many times it did so.
     pub nagle_violations: u32,
-    /// The largest payload this side sent as two back-to-back contiguous segments of the
-    /// same size below the MSS: its real segment limit (a path MTU below the link's).
+    /// The largest payload this side sent as two contiguous segments of the same size
+    /// below the MSS within one message: its real segment limit (a path MTU below the
+    /// link's), however far apart a slow path delivers them.
     pub segment_limit: u32,
 }
 
@@ -61,6 +59,9 @@ pub struct SentData {
     pub payload: u32,
     /// FIN or URG set: Linux sends these past Nagle (tcp_nagle_test), so they prove nothing.
     pub pushed_past_nagle: bool,
+    /// The other side sent no data since this side's previous data segment: both belong
+    /// to one message.
+    pub same_message: bool,
 }
 
 impl SenderEvidence {
@@ -91,10 +92,10 @@ impl SenderEvidence {
     /// must then be judged again).
     pub fn observe(&mut self, data: SentData, mss: u32, small_unacked: bool) -> bool {
         let mut limit_changed = false;
-        if self.last_time != Nanos::MIN
-            && self.last_end == data.start
+        let follows_previous = self.last_time != Nanos::MIN && self.last_end == data.start;
+        if follows_previous
+            && data.same_message
             && self.last_payload == data.payload
-            && data.time - self.last_time <= SAME_BURST
             && (MIN_SEGMENT_LIMIT..mss).contains(&data.payload)
             && data.payload > self.segment_limit
         {
@@ -102,7 +103,13 @@ impl SenderEvidence {
             limit_changed = true;
         }
         let small = data.payload < self.full_size(mss);
-        if small && small_unacked && !data.pushed_past_nagle {
+        // The sub-MSS tail of a write larger than the MSS follows a full segment of the
+        // same write: Linux tests it with Minshall's rule (tcp_mss_split_point), Windows
+        // and BSD-derived stacks send it; only a small segment that begins a write shows
+        // whether its sender waits for the ACK of an earlier one.
+        let tail_of_larger_write =
+            follows_previous && data.same_message && self.last_payload >= self.full_size(mss);
+        if small && small_unacked && !data.pushed_past_nagle && !tail_of_larger_write {
             self.nagle_violations += 1;
             match self.nagle_violations {
                 1 => self.nagle_off_packet = data.packet,
@@ -210,6 +217,7 @@ mod tests {
             end: start + u64::from(payload),
             payload,
             pushed_past_nagle: false,
+            same_message: true,
         }
     }
 
@@ -249,12 +257,31 @@ mod tests {
     }
 
     #[test]
-    fn back_to_back_equal_segments_below_the_mss_are_the_segment_limit() {
+    fn the_small_tail_of_a_larger_write_proves_nothing_about_nagle() {
+        let mut sender = SenderEvidence::default();
+        for write in 0..4u64 {
+            let start = write * 2000;
+            sender.observe(data(start as Nanos, start, 1460), 1460, true);
+            sender.observe(data(start as Nanos + 1, start + 1460, 540), 1460, true);
+        }
+        assert!(!sender.nagle_off_by(Nanos::MAX - 1));
+    }
+
+    #[test]
+    fn equal_segments_below_the_mss_in_one_message_are_the_segment_limit() {
         let mut sender = SenderEvidence::default();
         sender.observe(data(0, 0, 1348), 1448, false);
         assert_eq!(sender.full_size(1448), 1448);
-        assert!(sender.observe(data(10, 1348, 1348), 1448, false));
+        // However far apart a slow path brings them.
+        assert!(sender.observe(data(8_000_000, 1348, 1348), 1448, false));
         assert_eq!(sender.full_size(1448), 1348);
+        // Two messages of the same size are no limit.
+        let mut messages = SenderEvidence::default();
+        messages.observe(data(0, 0, 1100), 1448, false);
+        let mut next = data(10, 1100, 1100);
+        next.same_message = false;
+        messages.observe(next, 1448, false);
+        assert_eq!(messages.full_size(1448), 1448);
         // Small messages repeated are not a limit: SFTP's 656-byte writes stay small.
         let mut sftp = SenderEvidence::default();
         sftp.observe(data(0, 0, 656), 1460, false);

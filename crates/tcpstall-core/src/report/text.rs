@@ -394,7 +394,6 @@ fn confidence_description(level: Confidence) -> &'static str {
     match level {
         Confidence::High => "proven by TSecr and timing",
         Confidence::Medium => "by timing alone",
-        Confidence::Low => "proven by TSecr, released late",
         Confidence::None => "not rated",
     }
 }

@@ -1,0 +1,169 @@
+//! The path as one connection measured it: per side of the capture point, the least
+//! round trip from the capture point to that side and back, and how far its round trips
+//! spread above that least one; and the step of the capture's clock. Every link of the
+//! evidence chain that judges timing reads the path from here, never from a fixed slack.
+
+use crate::segment::Nanos;
+
+/// Round trips more than this above the least one are no sample of the path's spread:
+/// the shortest per-connection delayed-ACK timer of the known stacks may have held them
+/// (Linux `TCP_DELACK_MIN`, 40 ms, `include/net/tcp.h` at v6.6, less a 4 ms jiffy at
+/// HZ 250).
+pub const SPREAD_CEILING: Nanos = 36_000_000;
+
+/// What one side's round trips (capture point to that side and back) showed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathSide {
+    /// The least round trip of any kind (0: none measured).
+    pub least: Nanos,
+    /// The least measured on the path alone (the handshake, pure ACKs): a floor no
+    /// reaction can go below. A round trip measured on an ACK riding on data includes the
+    /// application and is no floor.
+    pub floor: Option<Nanos>,
+    /// How far the path-alone round trips came above the least one, where no timer can
+    /// have held them: the queue and the hosts' own variation.
+    pub measured_spread: Nanos,
+    /// How far a round trip may come above the least one: TCP's own estimate of the
+    /// variation (RFC 6298 RTTVAR over the same samples, which starts at half the first
+    /// round trip), robust to the odd ACK an application's read sent late, which the
+    /// measured spread is not.
+    pub spread: Nanos,
+}
+
+/// Per side: the round-trip samples, kept as the least and the largest untimed one.
+/// Updated on every ACK, so kept small.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RoundTrips {
+    least: Option<Nanos>,
+    floor: Option<Nanos>,
+    /// The largest path-alone sample less than [`SPREAD_CEILING`] above the floor at the
+    /// time it came (0: none).
+    largest_untimed: Nanos,
+    /// RFC 6298 2.2-2.3 over the same samples: the smoothed round trip and its variation.
+    smoothed: Nanos,
+    variation: Nanos,
+}
+
+impl RoundTrips {
+    /// A round-trip sample. `bare` when nothing but the path is in it (the handshake,
+    /// a pure ACK); an ACK riding on data also holds the application's own time.
+    pub fn record(&mut self, sample: Nanos, bare: bool) {
+        if sample < 0 {
+            return;
+        }
+        self.least = Some(self.least.map_or(sample, |r| r.min(sample)));
+        if bare {
+            let floor = self.floor.map_or(sample, |r| r.min(sample));
+            self.floor = Some(floor);
+            if sample - floor < SPREAD_CEILING {
+                self.largest_untimed = self.largest_untimed.max(sample);
+                self.smooth(sample);
+            }
+        }
+    }
+
+    /// RFC 6298 2.2: the first sample R sets SRTT = R, RTTVAR = R/2; 2.3: each later one
+    /// RTTVAR = 3/4 RTTVAR + 1/4 |SRTT - R|, SRTT = 7/8 SRTT + 1/8 R.
+    fn smooth(&mut self, sample: Nanos) {
+        if self.smoothed == 0 {
+            self.smoothed = sample.max(1);
+            self.variation = sample / 2;
+        } else {
+            self.variation = (3 * self.variation + (self.smoothed - sample).abs()) / 4;
+            self.smoothed = (7 * self.smoothed + sample) / 8;
+        }
+    }
+
+    /// The least round trip so far, if any.
+    pub fn least(&self) -> Option<Nanos> {
+        self.least
+    }
+
+    pub fn side(&self) -> PathSide {
+        let least = self.least.unwrap_or(0);
+        let measured_spread = self.floor.map_or(0, |floor| {
+            (self.largest_untimed - floor).clamp(0, SPREAD_CEILING)
+        });
+        PathSide {
+            least,
+            floor: self.floor,
+            measured_spread,
+            spread: self.variation,
+        }
+    }
+}
+
+/// A connection's first packets tell the step of the capture's clock.
+pub const CLOCK_SAMPLE_PACKETS: u64 = 16;
+
+/// The step of a capture's clock, learned from its timestamps: the greatest common
+/// divisor of their differences. A capture stamped every 125 us, or in milliseconds,
+/// cannot time a reaction to better than that.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClockStep {
+    first: Option<Nanos>,
+    step: Nanos,
+}
+
+impl ClockStep {
+    pub fn observe(&mut self, time: Nanos) {
+        let Some(first) = self.first else {
+            self.first = Some(time);
+            return;
+        };
+        let difference = (time - first).abs();
+        if difference != 0 && self.step != 1 {
+            self.step = gcd(self.step, difference);
+        }
+    }
+
+    /// The step; 1 ns until two distinct times tell it.
+    pub fn step(&self) -> Nanos {
+        self.step.max(1)
+    }
+}
+
+fn gcd(mut a: Nanos, mut b: Nanos) -> Nanos {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    #[test]
+    fn the_spread_is_what_untimed_round_trips_came_above_the_least() {
+        let mut trips = RoundTrips::default();
+        // An 80 ms path whose queue adds up to 30 ms, and one ACK a 40 ms timer held.
+        for sample in [95, 80, 110, 88, 80 + 41] {
+            trips.record(sample * MS, true);
+        }
+        trips.record(70 * MS, false);
+        let side = trips.side();
+        assert_eq!(side.least, 70 * MS);
+        assert_eq!(side.floor, Some(80 * MS));
+        assert_eq!(side.measured_spread, 30 * MS);
+        assert!(side.spread > 0 && side.spread < side.measured_spread);
+        // One sample: TCP's own first estimate, half the round trip.
+        let mut one = RoundTrips::default();
+        one.record(80 * MS, true);
+        assert_eq!(one.side().spread, 40 * MS);
+        assert_eq!(one.side().measured_spread, 0);
+    }
+
+    #[test]
+    fn the_clock_step_is_the_common_divisor_of_the_stamps() {
+        let mut clock = ClockStep::default();
+        for t in [1_000_125_000, 1_000_250_000, 1_007_875_000, 1_009_000_000] {
+            clock.observe(t);
+        }
+        assert_eq!(clock.step(), 125_000);
+        clock.observe(1_009_000_001);
+        assert_eq!(clock.step(), 1);
+    }
+}
