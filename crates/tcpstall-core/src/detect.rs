@@ -396,11 +396,11 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
             basis.push(why);
             return idle_sender(ctx, config, event);
         }
-        Release::Proven => {
+        Release::Proven { .. } => {
             basis.push(Link::TsecrEchoesAck);
             basis.push(Link::LeftOnAckArrival);
         }
-        Release::OnTime => basis.push(Link::LeftOnAckArrival),
+        Release::OnTime { .. } => basis.push(Link::LeftOnAckArrival),
     }
     if ctx.segment_bytes == 0 {
         // A bare FIN: the application closed; no data waited.
@@ -442,7 +442,16 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     };
     basis.push(Link::AckHeldByTimer);
     event.ack_delay = Some(delay);
-    if ctx.sender_clock == evidence::SenderClock::FollowsOwn {
+    // A steady sender whose release came later than the round trips the connection
+    // measured (inside only the variation assumed before any is measured) was keeping
+    // its own clock.
+    let unmeasured = matches!(
+        release,
+        Release::Proven { unmeasured: true } | Release::OnTime { unmeasured: true }
+    );
+    if ctx.sender_clock == evidence::SenderClock::FollowsOwn
+        || (unmeasured && ctx.sender_clock == evidence::SenderClock::Steady)
+    {
         basis.push(Link::SenderOnOwnClock);
         event.ack_delay = None;
         return app_think_time(ctx, config, event);
@@ -452,8 +461,8 @@ pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEven
     event.holder = Some(ctx.sender as u8);
     event.delayer = Some(peer as u8);
     event.evidence.confidence = match release {
-        Release::Proven => Confidence::High,
-        Release::OnTime => Confidence::Medium,
+        Release::Proven { .. } => Confidence::High,
+        Release::OnTime { .. } => Confidence::Medium,
         Release::NotReleased(_) => Confidence::None,
     };
     let basis = &mut event.evidence.basis;

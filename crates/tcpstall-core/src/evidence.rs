@@ -38,9 +38,11 @@ const MAX_DELAYED_ACK: Nanos = 500 * NANOS_PER_MILLI;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Release {
     /// TSecr echoes the ACK's TSval and it left within the round trip: proven.
-    Proven,
+    /// `unmeasured`: later than the round trips the connection showed, inside only the
+    /// variation TCP assumes before it has measured one (RFC 6298 2.2).
+    Proven { unmeasured: bool },
     /// It left within the round trip after the ACK: timing alone.
-    OnTime,
+    OnTime { unmeasured: bool },
     /// It did not wait for this ACK, and why.
     NotReleased(Link),
 }
@@ -102,11 +104,12 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
         return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
     }
     let reaction = reaction - path_delay_of_data(ctx);
-    if reaction <= on_time_limit(ctx) {
+    if reaction <= on_time_limit(ctx, path.spread) {
+        let unmeasured = reaction > on_time_limit(ctx, path.measured_spread);
         if echo == Echo::EchoesAck {
-            Release::Proven
+            Release::Proven { unmeasured }
         } else {
-            Release::OnTime
+            Release::OnTime { unmeasured }
         }
     } else {
         // TSecr would prove the order, not the cause: a release driven by the ACK leaves
@@ -124,11 +127,10 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
 const HOST_TURNAROUND: Nanos = 2_500_000;
 
 /// The latest a reaction counts as on time: the least round trip from the capture point
-/// to the sender, the spread its round trips showed, the host's turnaround, and the
+/// to the sender, the spread allowed to its round trips, the host's turnaround, and the
 /// capture clock's step.
-fn on_time_limit(ctx: &GapContext) -> Nanos {
-    let path = &ctx.path[ctx.sender];
-    path.least + path.spread + HOST_TURNAROUND + 2 * ctx.clock_step
+fn on_time_limit(ctx: &GapContext, spread: Nanos) -> Nanos {
+    ctx.path[ctx.sender].least + spread + HOST_TURNAROUND + 2 * ctx.clock_step
 }
 
 /// How much longer the data took from its sender to the capture point than its previous
