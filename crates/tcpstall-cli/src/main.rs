@@ -97,9 +97,12 @@ Needs root (or CAP_BPF and CAP_PERFMON), a kernel with BTF and Linux 6.3 or late
 missing it says so in one line: capture with tcpdump and use `tcpstall analyze`.
 Stalls are printed on standard output as they end; the summary follows on standard
 error (as `perf stat` does), or on standard output as the last object with --json.
+SIGTERM, SIGINT and SIGHUP end watching with the summary; with -- CMD they are passed
+to the command, which has 5 s to exit before it and what it started are killed, and its
+cgroup is removed. A closed standard output (`| head`) ends watching too.
 
 EXIT STATUS:
-  0  watching ended (Ctrl-C or --duration)
+  0  watching ended (Ctrl-C, SIGTERM, --duration, or standard output closed)
   N  with -- CMD: the command's exit status (128+signal when killed)
   2  watch cannot run here, or bad usage
   127  with -- CMD: the command could not be started
