@@ -87,13 +87,31 @@ fn build_file(args: &LabArgs) -> Fallible<ScenarioFile> {
     Ok(file)
 }
 
-fn check_args(args: &LabArgs) -> Fallible<()> {
+/// `--capture` and `--html`, checked before anything runs: neither may be the scenario
+/// file, the other output or an existing capture, and each must be writable.
+fn check_outputs(args: &LabArgs) -> Fallible<()> {
+    use crate::outputs::{Input, Output, check};
+    let mut outputs = Vec::new();
     if let Some(path) = &args.capture {
-        crate::outputs::check_file("--capture", path)?;
+        outputs.push(Output::file("--capture", path));
     }
     if let Some(path) = &args.html {
-        crate::outputs::check_file("--html", path)?;
+        outputs.push(Output::file("--html", path));
     }
+    let inputs: Vec<Input> = args
+        .workload
+        .scenario
+        .iter()
+        .map(|path| Input {
+            what: "the scenario file",
+            path,
+        })
+        .collect();
+    check(&outputs, &inputs)
+}
+
+fn check_args(args: &LabArgs) -> Fallible<()> {
+    check_outputs(args)?;
     if !(args.time_limit.is_finite() && args.time_limit > 0.0 && args.time_limit <= 86_400.0) {
         return Err(format!(
             "--time-limit must be between 0 and 86400 s, got {}",

@@ -97,9 +97,12 @@ Needs root (or CAP_BPF and CAP_PERFMON), a kernel with BTF and Linux 6.3 or late
 missing it says so in one line: capture with tcpdump and use `tcpstall analyze`.
 Stalls are printed on standard output as they end; the summary follows on standard
 error (as `perf stat` does), or on standard output as the last object with --json.
+SIGTERM, SIGINT and SIGHUP end watching with the summary; with -- CMD they are passed
+to the command, which has 5 s to exit before it and what it started are killed, and its
+cgroup is removed. A closed standard output (`| head`) ends watching too.
 
 EXIT STATUS:
-  0  watching ended (Ctrl-C or --duration)
+  0  watching ended (Ctrl-C, SIGTERM, --duration, or standard output closed)
   N  with -- CMD: the command's exit status (128+signal when killed)
   2  watch cannot run here, or bad usage
   127  with -- CMD: the command could not be started
@@ -203,31 +206,18 @@ impl Drop for AnnotateOutput {
 
 impl AnnotateOutput {
     fn open(path: &Path, captures: &[PathBuf]) -> Result<AnnotateOutput, String> {
-        let input = match captures {
-            [one] if one.as_os_str() == "-" || !one.is_dir() => one,
+        match captures {
+            [one] if one.as_os_str() == "-" || !one.is_dir() => {}
             _ => {
                 return Err(
                     "--annotate writes a copy of one capture: give it one file or - (merge several first, e.g. with mergecap)"
                         .into(),
                 );
             }
-        };
+        }
+        // The path itself (not standard output, not a directory, not the input, not an
+        // existing capture) was checked by `outputs::check` before this.
         let shown = path.display();
-        if path.as_os_str() == "-" {
-            return Err(
-                "--annotate needs a file to write (standard output carries the report)".into(),
-            );
-        }
-        if path.is_dir() {
-            return Err(format!("--annotate {shown}: is a directory"));
-        }
-        if let (Ok(out), Ok(input)) = (path.canonicalize(), input.canonicalize())
-            && out == input
-        {
-            return Err(format!(
-                "--annotate {shown}: is the capture being analysed; name another file"
-            ));
-        }
         let existed = path.exists();
         let file = OpenOptions::new()
             .write(true)
@@ -329,16 +319,31 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--html` and `--graphs`, checked before the analysis starts, so that a long run does
-/// not end on a path that cannot be written (`--annotate` opens its file at once).
+/// `--html`, `--graphs` and `--annotate`, checked before the analysis starts: none may
+/// be a capture being analysed, another output or an existing capture, and each must be
+/// writable, so that a long run does not end on a path it cannot write.
 fn check_outputs(args: &AnalyzeArgs) -> Result<(), String> {
+    let mut outs = Vec::new();
     if let Some(path) = &args.html {
-        outputs::check_file("--html", path)?;
+        outs.push(outputs::Output::file("--html", path));
     }
     if let Some(dir) = &args.graphs {
-        outputs::check_dir("--graphs", dir)?;
+        outs.push(outputs::Output::directory("--graphs", dir));
     }
-    Ok(())
+    if let Some(path) = &args.annotate {
+        outs.push(outputs::Output::file("--annotate", path));
+    }
+    let what = if args.captures.len() == 1 {
+        "the capture being analysed"
+    } else {
+        "one of the captures being analysed"
+    };
+    let inputs: Vec<outputs::Input> = args
+        .captures
+        .iter()
+        .map(|path| outputs::Input { what, path })
+        .collect();
+    outputs::check(&outs, &inputs)
 }
 
 /// One line per output: the page, and the pictures in their directory.

@@ -1,19 +1,196 @@
 //! Output paths, checked before the work starts: a run of minutes must not end on a path
-//! it cannot write.
+//! it cannot write, and an output never replaces an input or a capture.
+//!
+//! `tcpstall analyze --html ring/*.pcap` makes the shell hand the first capture to
+//! `--html`: that path is refused, as is one path given to two outputs, and an existing
+//! capture named as an output. An older output that is not a capture (yesterday's
+//! report.html) may be replaced.
 
-use std::fs::OpenOptions;
-use std::path::Path;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// What an output option writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// One file.
+    File,
+    /// Files in a directory (created if missing).
+    Directory,
+}
+
+/// One output option as given.
+#[derive(Clone, Copy, Debug)]
+pub struct Output<'a> {
+    pub flag: &'a str,
+    pub path: &'a Path,
+    pub kind: Kind,
+}
+
+impl<'a> Output<'a> {
+    pub fn file(flag: &'a str, path: &'a Path) -> Output<'a> {
+        Output {
+            flag,
+            path,
+            kind: Kind::File,
+        }
+    }
+
+    pub fn directory(flag: &'a str, path: &'a Path) -> Output<'a> {
+        Output {
+            flag,
+            path,
+            kind: Kind::Directory,
+        }
+    }
+}
+
+/// One input of the run, with the words that name it in a refusal ("the capture being
+/// analysed"). `-` is standard input; a directory stands for itself and the files in it.
+#[derive(Clone, Copy, Debug)]
+pub struct Input<'a> {
+    pub what: &'a str,
+    pub path: &'a Path,
+}
+
+/// Every output of one run, checked before any work: each is refused when it is one of
+/// `inputs` (the same file, by device and inode), when two options name the same path,
+/// when it is an existing capture (pcap, pcapng, gzip or zstd), or when it cannot be
+/// written. Returns the one line that says why.
+pub fn check(outputs: &[Output], inputs: &[Input]) -> Result<(), String> {
+    let inputs = input_identities(inputs);
+    let mut seen: Vec<(Identity, &str)> = Vec::new();
+    for output in outputs {
+        let shown = output.path.display();
+        let flag = output.flag;
+        if output.path.as_os_str() == "-" {
+            return Err(format!(
+                "{flag} needs a file to write (standard output carries the report)"
+            ));
+        }
+        let existing = std::fs::metadata(output.path).ok();
+        if let Some(meta) = &existing
+            && let Some((_, what)) = inputs
+                .iter()
+                .find(|(id, _)| *id == (meta.dev(), meta.ino()))
+        {
+            let another = match output.kind {
+                Kind::File => "file",
+                Kind::Directory => "directory",
+            };
+            return Err(format!(
+                "{flag} {shown}: is {what}; an output never replaces an input: name another {another}"
+            ));
+        }
+        let identity = identity(output.path, existing.as_ref());
+        if let Some((_, other)) = seen.iter().find(|(id, _)| *id == identity) {
+            return Err(format!(
+                "{flag} {shown}: is also given to {other}; name one file per output"
+            ));
+        }
+        seen.push((identity, flag));
+        if let Some(meta) = &existing
+            && meta.is_file()
+            && let Some(format) = capture_format(output.path)
+        {
+            return Err(format!(
+                "{flag} {shown}: is an existing {format} capture; it is not replaced: name another file (or remove it first)"
+            ));
+        }
+        match output.kind {
+            Kind::File => check_file(flag, output.path)?,
+            Kind::Directory => check_dir(flag, output.path)?,
+        }
+    }
+    Ok(())
+}
+
+/// The device and inode of every input, with its words; a directory's files too (a
+/// directory is read as the files in it).
+fn input_identities<'a>(inputs: &[Input<'a>]) -> Vec<((u64, u64), &'a str)> {
+    let mut ids = Vec::new();
+    for input in inputs {
+        // Standard input redirected from a file is that file.
+        let path: &Path = if input.path.as_os_str() == "-" {
+            Path::new("/dev/stdin")
+        } else {
+            input.path
+        };
+        let Ok(meta) = std::fs::metadata(path) else {
+            continue;
+        };
+        ids.push(((meta.dev(), meta.ino()), input.what));
+        if meta.is_dir()
+            && let Ok(entries) = std::fs::read_dir(path)
+        {
+            for entry in entries.filter_map(|e| e.ok()) {
+                if let Ok(meta) = std::fs::metadata(entry.path())
+                    && meta.is_file()
+                {
+                    ids.push(((meta.dev(), meta.ino()), input.what));
+                }
+            }
+        }
+    }
+    ids
+}
+
+/// What names one file: its device and inode when it exists, else the absolute path it
+/// would be created at.
+#[derive(Debug, PartialEq, Eq)]
+enum Identity {
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+fn identity(path: &Path, existing: Option<&std::fs::Metadata>) -> Identity {
+    if let Some(meta) = existing {
+        return Identity::Inode(meta.dev(), meta.ino());
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let parent = parent
+        .canonicalize()
+        .unwrap_or_else(|_| parent.to_path_buf());
+    Identity::Path(match path.file_name() {
+        Some(name) => parent.join(name),
+        None => parent,
+    })
+}
+
+/// The format of a capture by its first bytes, as `analyze` recognises them.
+fn capture_format(path: &Path) -> Option<&'static str> {
+    let mut magic = [0u8; 4];
+    let mut file = File::open(path).ok()?;
+    let mut len = 0;
+    while len < magic.len() {
+        match file.read(&mut magic[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(_) => return None,
+        }
+    }
+    let magic = &magic[..len];
+    match magic {
+        [0xd4, 0xc3, 0xb2, 0xa1]
+        | [0xa1, 0xb2, 0xc3, 0xd4]
+        | [0x4d, 0x3c, 0xb2, 0xa1]
+        | [0xa1, 0xb2, 0x3c, 0x4d] => Some("pcap"),
+        [0x0a, 0x0d, 0x0d, 0x0a] => Some("pcapng"),
+        [0x1f, 0x8b, ..] => Some("gzip-compressed"),
+        [0x28, 0xb5, 0x2f, 0xfd] => Some("zstd-compressed"),
+        _ => None,
+    }
+}
 
 /// A file to write: not a directory, in a directory that exists, and writable. An
 /// existing file is opened for appending (its bytes untouched); a new one is created and
 /// removed again.
-pub fn check_file(flag: &str, path: &Path) -> Result<(), String> {
+fn check_file(flag: &str, path: &Path) -> Result<(), String> {
     let shown = path.display();
-    if path.as_os_str() == "-" {
-        return Err(format!(
-            "{flag} needs a file to write (standard output carries the report)"
-        ));
-    }
     if path.is_dir() {
         return Err(format!("{flag} {shown}: is a directory"));
     }
@@ -32,7 +209,7 @@ pub fn check_file(flag: &str, path: &Path) -> Result<(), String> {
 
 /// A directory to write into: an existing directory, or one whose parent exists (it is
 /// created when the files are written).
-pub fn check_dir(flag: &str, dir: &Path) -> Result<(), String> {
+fn check_dir(flag: &str, dir: &Path) -> Result<(), String> {
     if dir.exists() {
         if !dir.is_dir() {
             return Err(format!("{flag} {}: is not a directory", dir.display()));
@@ -55,4 +232,52 @@ fn check_parent(flag: &str, path: &Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("tcpstall-outputs-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn captures_are_known_by_their_first_bytes() {
+        let dir = temp("magic");
+        for (bytes, format) in [
+            (&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0][..], Some("pcap")),
+            (&[0xa1, 0xb2, 0x3c, 0x4d][..], Some("pcap")),
+            (&[0x0a, 0x0d, 0x0d, 0x0a, 0x1c][..], Some("pcapng")),
+            (&[0x1f, 0x8b, 8][..], Some("gzip-compressed")),
+            (&[0x28, 0xb5, 0x2f, 0xfd][..], Some("zstd-compressed")),
+            (&b"<!doctype html>"[..], None),
+            (&[][..], None),
+            (&[0x1f][..], None),
+        ] {
+            let path = dir.join("f");
+            std::fs::write(&path, bytes).unwrap();
+            assert_eq!(capture_format(&path), format, "{bytes:?}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_path_for_two_outputs_is_refused_even_before_it_exists() {
+        let dir = temp("twice");
+        let a = dir.join("out.html");
+        let b = dir.join(".").join("out.html");
+        let e = check(
+            &[Output::file("--html", &a), Output::file("--truth", &b)],
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.contains("also given to --html"), "{e}");
+        assert!(!a.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

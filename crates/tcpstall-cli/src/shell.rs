@@ -52,6 +52,7 @@ pub fn man(args: &ManArgs, command: clap::Command) -> Result<(), String> {
             .map_err(|e| format!("rendering the manual page: {e}"))?;
         return write_stdout(&out);
     };
+    crate::outputs::check(&[crate::outputs::Output::directory("--dir", dir)], &[])?;
     if !dir.is_dir() {
         return Err(format!("{}: not a directory", dir.display()));
     }

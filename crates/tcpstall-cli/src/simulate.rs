@@ -213,8 +213,38 @@ fn write_file(path: &PathBuf, bytes: &[u8]) -> Fallible<()> {
     Ok(())
 }
 
+/// `--html`, `--pcap` and `--truth`, checked before anything runs: none may be the
+/// scenario file or the capture of `--from-capture`, another output or an existing
+/// capture, and each must be writable.
+fn check_outputs(args: &SimulateArgs) -> Fallible<()> {
+    use crate::outputs::{Input, Output, check};
+    let outputs: Vec<Output> = [
+        ("--html", &args.html),
+        ("--pcap", &args.pcap),
+        ("--truth", &args.truth),
+    ]
+    .into_iter()
+    .filter_map(|(flag, path)| path.as_deref().map(|path| Output::file(flag, path)))
+    .collect();
+    let mut inputs = Vec::new();
+    if let Some(path) = &args.workload.scenario {
+        inputs.push(Input {
+            what: "the scenario file",
+            path,
+        });
+    }
+    if let Some(path) = &args.from_capture {
+        inputs.push(Input {
+            what: "the capture of --from-capture",
+            path,
+        });
+    }
+    check(&outputs, &inputs)
+}
+
 /// Runs the subcommand; returns what to print on standard output.
 pub fn run(args: &SimulateArgs) -> Fallible<String> {
+    check_outputs(args)?;
     if args.profiles {
         return if args.json {
             to_json(&profile::all())
@@ -227,15 +257,6 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
     }
     if args.accuracy_matrix {
         return accuracy_matrix(args);
-    }
-    for (flag, path) in [
-        ("--html", &args.html),
-        ("--pcap", &args.pcap),
-        ("--truth", &args.truth),
-    ] {
-        if let Some(path) = path {
-            crate::outputs::check_file(flag, path)?;
-        }
     }
     if args.print_scenario
         && let Some(capture) = &args.from_capture

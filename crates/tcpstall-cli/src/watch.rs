@@ -2,14 +2,13 @@
 //! Prometheus exporter into the command.
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{self, Write};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use tcpstall_watch::command::{CommandCgroup, shell_status};
+use tcpstall_watch::command::{CommandCgroup, remove_stale, shell_status};
 use tcpstall_watch::loader::{Fix, FixProgram, WatchConfig, Watcher};
 use tcpstall_watch::owners::SocketOwners;
 use tcpstall_watch::prometheus::{
@@ -127,10 +126,39 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Some(Ok(address)) => Some(address),
         None => None,
     };
+    // From here on a signal ends watching with its summary and cleanup; one that comes
+    // while the programs load is acted on once they run.
+    if let Err(e) = stop_signals::catch() {
+        eprintln!("tcpstall watch: warning: cannot handle SIGTERM, SIGINT and SIGHUP: {e}");
+    }
     let run_command = !args.command.is_empty();
     let host = Host::detect();
     if let Some(missing) = host.missing(run_command) {
         return cannot_run(&missing);
+    }
+    // A watch killed before it could clean up left its command's cgroup behind.
+    if let Some(root) = &host.cgroup2_root {
+        for stale in remove_stale(root, STOP_GRACE) {
+            let ended = match stale.ended {
+                0 => String::new(),
+                n => format!(
+                    ", ended {n} process{} still in it",
+                    if n == 1 { "" } else { "es" }
+                ),
+            };
+            match stale.error {
+                None => eprintln!(
+                    "tcpstall watch: removed {}, left by watch {} that did not end cleanly{ended}",
+                    stale.path.display(),
+                    stale.owner
+                ),
+                Some(e) => eprintln!(
+                    "tcpstall watch: warning: cannot remove {}, left by watch {}: {e}",
+                    stale.path.display(),
+                    stale.owner
+                ),
+            }
+        }
     }
     let cgroup = match (run_command, &host.cgroup2_root) {
         (true, Some(root)) => match CommandCgroup::create(root) {
@@ -181,13 +209,12 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         None => None,
     };
 
-    let interrupted = Arc::new(AtomicBool::new(false));
+    // Told to stop while the programs loaded: the command is not started at all.
+    if cgroup.is_some()
+        && let Some(signal) = stop_signals::take().first()
     {
-        let interrupted = Arc::clone(&interrupted);
-        // With a command, Ctrl-C reaches it too: watching goes on until it exits.
-        if let Err(e) = ctrlc::set_handler(move || interrupted.store(true, Ordering::SeqCst)) {
-            eprintln!("tcpstall watch: warning: cannot handle Ctrl-C: {e}");
-        }
+        eprintln!("tcpstall watch: stopped by a signal before the command started");
+        return ExitCode::from((128 + signal.number) as u8);
     }
     let mut child = match &cgroup {
         Some(cgroup) => match cgroup.spawn(&args.command) {
@@ -225,21 +252,34 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     let mut undecodable = 0u64;
     let stdout = std::io::stdout();
     let mut exit_status = None;
-    let publish = |stalls: Vec<Stall>, summary: &mut Summary| {
+    // Standard output was closed (the reader of a pipe exited): nothing more is written
+    // there, and watching ends.
+    let mut output_closed = false;
+    // When the command was asked to stop (a signal, or standard output closed).
+    let mut stopping: Option<Instant> = None;
+    let mut killed = false;
+    let publish = |stalls: Vec<Stall>, summary: &mut Summary, output_closed: &mut bool| {
         let mut out = stdout.lock();
         for stall in stalls.iter().filter(|s| filters.keep(s)) {
             summary.add(stall);
             if let Ok(mut m) = metrics.lock() {
                 m.record(stall);
             }
+            if *output_closed {
+                continue;
+            }
             let line = if args.json {
                 stall_json(stall, &clock).to_string()
             } else {
                 stall_line(stall, &clock)
             };
-            let _ = writeln!(out, "{line}");
+            if let Err(e) = writeln!(out, "{line}") {
+                *output_closed |= e.kind() == io::ErrorKind::BrokenPipe;
+            }
         }
-        let _ = out.flush();
+        if !*output_closed && let Err(e) = out.flush() {
+            *output_closed |= e.kind() == io::ErrorKind::BrokenPipe;
+        }
     };
     loop {
         if let Err(e) = watcher.poll(POLL_INTERVAL, |event| match event {
@@ -253,28 +293,60 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             }
             break;
         }
-        publish(assembler.ready(Clock::monotonic_now_ns()), &mut summary);
+        publish(
+            assembler.ready(Clock::monotonic_now_ns()),
+            &mut summary,
+            &mut output_closed,
+        );
         if let Ok(mut m) = metrics.lock() {
             m.set_events_lost(watcher.lost_events());
         }
-        if let Some(child) = child.as_mut() {
-            match child.try_wait() {
-                Ok(Some(status)) => {
-                    exit_status = Some(shell_status(status));
-                    break;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    eprintln!("tcpstall watch: waiting for the command: {e}");
-                    exit_status = Some(1);
-                    break;
-                }
+        output_closed |= stdout_closed();
+        let signals = stop_signals::take();
+        let Some(child) = child.as_mut() else {
+            if !signals.is_empty() || output_closed || deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                break;
             }
-        } else if interrupted.load(Ordering::SeqCst)
-            || deadline.is_some_and(|d| Instant::now() >= d)
-        {
-            break;
+            continue;
+        };
+        // The command is told what watch was told, unless it heard it already: a
+        // terminal's Ctrl-C or hangup reaches the whole foreground process group.
+        for signal in &signals {
+            if signal.sent_by_process || !in_our_process_group(child.id()) {
+                send(child.id(), signal.number);
+            }
         }
+        if stopping.is_none() && (!signals.is_empty() || output_closed) {
+            if signals.is_empty() {
+                send(child.id(), libc::SIGTERM);
+            }
+            stopping = Some(Instant::now());
+        }
+        if let (Some(since), Some(cgroup)) = (stopping, &cgroup)
+            && !killed
+            && since.elapsed() >= STOP_GRACE
+        {
+            cgroup.kill_processes();
+            killed = true;
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                exit_status = Some(shell_status(status));
+                break;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("tcpstall watch: waiting for the command: {e}");
+                exit_status = Some(1);
+                break;
+            }
+        }
+    }
+    // Asked to stop: what the command left in its cgroup goes too, so that the cgroup
+    // can be removed.
+    if let (Some(since), Some(cgroup)) = (stopping, &cgroup) {
+        cgroup.end_processes(STOP_GRACE.saturating_sub(since.elapsed()));
     }
     // The last ACKs of the command's connections may still be in the ring buffer.
     let _ = watcher.poll(Duration::ZERO, |event| {
@@ -282,7 +354,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             assembler.push(event)
         }
     });
-    publish(assembler.finish(), &mut summary);
+    publish(assembler.finish(), &mut summary, &mut output_closed);
     let fix = fix_program.map(|(fix, program)| {
         let (sockets, refused) = program.counts();
         FixOutcome {
@@ -294,8 +366,12 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     });
     let watched = started.elapsed().as_nanos() as u64;
     let lost = watcher.lost_events();
+    let mut err = io::stderr().lock();
     if undecodable > 0 {
-        eprintln!("tcpstall watch: warning: {undecodable} kernel records could not be decoded");
+        let _ = writeln!(
+            err,
+            "tcpstall watch: warning: {undecodable} kernel records could not be decoded"
+        );
     }
     let command_pid = child.as_ref().map(|c| c.id());
     if args.json {
@@ -303,20 +379,103 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         if let (Some(pid), Some(status)) = (command_pid, exit_status) {
             report["command"] = serde_json::json!({"pid": pid, "exit_status": status});
         }
-        println!("{report}");
+        if !output_closed {
+            let mut out = stdout.lock();
+            let _ = writeln!(out, "{report}").and_then(|()| out.flush());
+        }
     } else {
         // After the command's own output, on the terminal.
-        eprint!(
+        let _ = write!(
+            err,
             "\n{}",
             summary.text(watched, assembler.short_holds, lost, fix.as_ref())
         );
         if let (Some(pid), Some(status)) = (command_pid, exit_status) {
-            eprintln!("command (pid {pid}) exited with status {status}");
+            let _ = writeln!(err, "command (pid {pid}) exited with status {status}");
         }
     }
+    drop(err);
     drop(watcher);
     drop(cgroup);
     ExitCode::from(exit_status.unwrap_or(0))
+}
+
+/// How long a command asked to stop has before it and what it started are killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+fn send(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on the command's pid; it is not reaped before this (try_wait and
+    // wait are the only reapers, and they run after).
+    unsafe { libc::kill(pid as libc::pid_t, signal) };
+}
+
+/// Whether the process is in this process's group (a terminal's signals reach both).
+fn in_our_process_group(pid: u32) -> bool {
+    // SAFETY: plain system calls on a pid.
+    unsafe { libc::getpgid(pid as libc::pid_t) == libc::getpgrp() }
+}
+
+/// Whether standard output is a pipe or socket whose reader is gone (as `rg | head`
+/// ends when head has what it wanted).
+fn stdout_closed() -> bool {
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+/// SIGTERM, SIGINT and SIGHUP, caught so that watching ends with its summary and its
+/// cleanup, and passed on to the command.
+mod stop_signals {
+    use std::sync::atomic::{AtomicU8, Ordering};
+
+    const SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+    const RECEIVED: u8 = 1;
+    const FROM_PROCESS: u8 = 2;
+    /// Per signal of [`SIGNALS`]: received since last taken, and sent by a process
+    /// (kill(2)) rather than by the kernel (a terminal's Ctrl-C or hangup).
+    static STATE: [AtomicU8; 3] = [AtomicU8::new(0), AtomicU8::new(0), AtomicU8::new(0)];
+
+    /// One signal received.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Received {
+        pub number: libc::c_int,
+        pub sent_by_process: bool,
+    }
+
+    pub fn catch() -> std::io::Result<()> {
+        for (i, &signal) in SIGNALS.iter().enumerate() {
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            unsafe {
+                signal_hook_registry::register_sigaction(signal, move |info| {
+                    // si_code <= 0: SI_USER, SI_QUEUE, SI_TKILL (a process sent it);
+                    // SI_KERNEL (0x80) for a terminal's signals.
+                    let from = if info.si_code <= 0 { FROM_PROCESS } else { 0 };
+                    STATE[i].fetch_or(RECEIVED | from, Ordering::SeqCst);
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The signals received since the last call.
+    pub fn take() -> Vec<Received> {
+        SIGNALS
+            .iter()
+            .zip(&STATE)
+            .filter_map(|(&number, state)| {
+                let bits = state.swap(0, Ordering::SeqCst);
+                (bits & RECEIVED != 0).then_some(Received {
+                    number,
+                    sent_by_process: bits & FROM_PROCESS != 0,
+                })
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -98,6 +98,8 @@ fn capture_is_diagnosed_and_agrees_with_the_measurement() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let pcap = dir.join("two-writes.pcap");
     with_retries("capture", || {
+        // An existing capture is never replaced: each attempt writes a new file.
+        let _ = std::fs::remove_file(&pcap);
         let out = tcpstall(&[
             "lab",
             "--pattern",
