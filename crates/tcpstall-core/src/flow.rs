@@ -46,8 +46,6 @@ struct InFlight {
     small: bool,
     began_message: bool,
     retransmitted: bool,
-    /// Its TSval, when it carried one.
-    tsval: Option<u32>,
 }
 
 /// The state of the data one side sends. The fields are laid out by when they are used,
@@ -681,15 +679,13 @@ impl Connection {
         peer.snd_una = ack;
         let small_after = peer.small_in_flight > 0;
         // The bytes it newly covers were not all captured: a stretch of sequence space
-        // the capture never saw, or data its TSecr names (RFC 7323 4.3: the earliest
-        // unacknowledged segment's TSval) that is newer than the captured data it covers
-        // (a retransmission the capture missed).
+        // the capture never saw, or its TSecr (RFC 7323 4.3: the TSval of the segment it
+        // answers) names a segment newer than any the capture saw from that side (a
+        // retransmission the capture missed).
         let (hole_start, hole_end) = peer.uncaptured;
         let covers_hole = hole_end > snd_una_before && hole_start < ack;
-        let echoes_uncaptured = match (segment.options.timestamps, newest.as_ref()) {
-            (Some((_, ecr)), Some(done)) if !done.retransmitted => done
-                .tsval
-                .is_some_and(|sent| (ecr.wrapping_sub(sent) as i32) > 0),
+        let echoes_uncaptured = match (segment.options.timestamps, peer.timestamps.newest()) {
+            (Some((_, ecr)), Some(seen)) => (ecr.wrapping_sub(seen) as i32) > 0,
             _ => false,
         };
         let last = &mut self.dirs[x].last;
@@ -953,7 +949,6 @@ impl Connection {
             small,
             began_message: dir.message_segments == 1,
             retransmitted: false,
-            tsval: segment.options.timestamps.map(|(val, _)| val),
         });
         if seq_start > dir.snd_max {
             dir.uncaptured = (dir.snd_max, seq_start);
@@ -1483,7 +1478,6 @@ mod tests {
                     small: segment.acked_data_small,
                     began_message: segment.acked_data_began_message,
                     retransmitted: false,
-                    tsval: None,
                 });
                 last.acked(
                     segment.newly_acked,
