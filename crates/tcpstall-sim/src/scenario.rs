@@ -116,6 +116,11 @@ pub struct LinkConfig {
     pub server_to_client_ms: Option<f64>,
     /// Uniform extra delay per packet, 0 to this many milliseconds (order is kept).
     pub jitter_ms: f64,
+    /// A varying one-way delay, as a fraction of it: each packet's delay follows a
+    /// bounded random walk between the one-way delay and that times `1 + delay_variation`
+    /// (a queue filling and draining; 0.1 to 0.3 is typical of a WAN path), in order,
+    /// drawn from the seed. 0: a fixed delay.
+    pub delay_variation: f64,
     /// Probability that a packet is lost.
     pub loss: f64,
     /// Seed of jitter, loss and tick phases: a run is a function of the scenario.
@@ -138,6 +143,7 @@ impl Default for LinkConfig {
             client_to_server_ms: None,
             server_to_client_ms: None,
             jitter_ms: 0.0,
+            delay_variation: 0.0,
             loss: 0.0,
             seed: 1,
             mtu: 1500,
@@ -401,6 +407,12 @@ impl ScenarioFile {
                     "link {what} must be between 0 and 600000, got {v}"
                 )));
             }
+        }
+        if !(0.0..=4.0).contains(&link.delay_variation) {
+            return Err(ScenarioError::Invalid(format!(
+                "link delay_variation must be between 0 and 4 (a fraction of the delay), got {}",
+                link.delay_variation
+            )));
         }
         if !(0.0..1.0).contains(&link.loss) {
             return Err(ScenarioError::Invalid(format!(
