@@ -138,6 +138,9 @@ pub struct Endpoint {
     timestamps: bool,
     ts_clock_origin: Nanos,
     ts_recent: u32,
+    /// The ACK field of the last segment this side sent (RFC 7323 Last.ACK.sent; Linux
+    /// rcv_wup).
+    last_ack_sent: u64,
     // Sending.
     snd_una: u64,
     snd_nxt: u64,
@@ -211,6 +214,7 @@ impl Endpoint {
             timestamps: false,
             ts_clock_origin: 0,
             ts_recent: 0,
+            last_ack_sent: 0,
             snd_una: 0,
             snd_nxt: 0,
             written: 1,
@@ -271,6 +275,7 @@ impl Endpoint {
         self.snd_nxt = 1;
         self.snd_sml = 1;
         self.rcv_nxt = 1;
+        self.last_ack_sent = 1;
         self.rto = self.profile.min_rto.max(self.rto);
         self.peer_window = peer_window;
         self.peer_right_edge = 1 + peer_window;
@@ -291,9 +296,10 @@ impl Endpoint {
         self.timestamps
     }
 
-    fn tsval(&self, now: Nanos) -> u32 {
-        // A 1 ms timestamp clock, as Linux since 4.13.
-        ((now - self.ts_clock_origin) / NANOS_PER_MILLI) as u32 + 1
+    /// The TSval clock at `now`: the profile's ticks per second (RFC 7323 5.4).
+    pub fn tsval(&self, now: Nanos) -> u32 {
+        let ticks = (now - self.ts_clock_origin) as f64 * self.profile.ts_hz / 1e9;
+        ticks.floor() as u64 as u32 + 1
     }
 
     /// The SYN (or SYN-ACK) this side sends.
@@ -329,8 +335,33 @@ impl Endpoint {
         }
     }
 
+    /// The peer's SYN (or SYN-ACK) sets TS.Recent (RFC 7323 3.2).
     pub fn note_peer_tsval(&mut self, tsval: u32) {
         self.ts_recent = tsval;
+    }
+
+    /// The TSecr this side's next segment carries.
+    pub fn ts_recent(&self) -> u32 {
+        self.ts_recent
+    }
+
+    /// RFC 7323 4.3 (RFC 1323 4.3 for a strict stack): an arriving segment's TSval
+    /// becomes TS.Recent only as the profile's rule allows, and never an older one (PAWS,
+    /// Linux tcp_paws_check).
+    fn update_ts_recent(&mut self, segment: &WireSegment) {
+        let Some((tsval, _)) = segment.timestamps else {
+            return;
+        };
+        let len = u64::from(segment.len) + u64::from(segment.fin) + u64::from(segment.syn);
+        let newer = tsval.wrapping_sub(self.ts_recent) as i32 >= 0;
+        if newer
+            && self
+                .profile
+                .ts_recent
+                .updates(segment.seq, len, self.last_ack_sent)
+        {
+            self.ts_recent = tsval;
+        }
     }
 
     /// A segment from this side; every one carries the window it offers now.
@@ -338,6 +369,7 @@ impl Endpoint {
         let window = self
             .receive_buffer
             .advertise(self.window_rules(), self.rcv_nxt, self.rcv_mss);
+        self.last_ack_sent = self.rcv_nxt;
         WireSegment {
             id: 0,
             from: self.side,
@@ -785,9 +817,7 @@ impl Endpoint {
 
     /// A segment arrives from the peer.
     pub fn receive(&mut self, now: Nanos, segment: &WireSegment, out: &mut Output) {
-        if let Some((tsval, _)) = segment.timestamps {
-            self.ts_recent = tsval;
-        }
+        self.update_ts_recent(segment);
         let carries = u64::from(segment.len) + u64::from(segment.fin);
         if carries > 0 {
             self.receive_data(now, segment, out);

