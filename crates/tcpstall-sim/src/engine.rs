@@ -382,6 +382,9 @@ impl<'a> Simulation<'a> {
         if !self.established[to] {
             // The third handshake segment, or data that overtook it: establish now.
             self.established[to] = true;
+            if to == SERVER {
+                self.server_accepted();
+            }
         }
         let mut out = Output::default();
         self.endpoints[to].receive(self.now, &segment, &mut out);

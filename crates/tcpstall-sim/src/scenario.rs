@@ -315,6 +315,10 @@ pub const PATTERNS: &[(&str, &str)] = &[
         "stream",
         "one-way: the client writes `request` (64 KiB) over and over, no reply; with a slow reader the window closes",
     ),
+    (
+        "two-way",
+        "both ends talk at once (SSH, a VPN over TCP): each writes a 16 + 48-byte message, and its next after reading the other's",
+    ),
     ("custom", "`request` and `response` write sizes as given"),
     (
         "script",
@@ -445,6 +449,7 @@ impl ScenarioFile {
             "http-keepalive" => (vec![90], vec![180, 320], 1, 20),
             "interactive" => (vec![1], vec![1], 1, 20),
             "periodic" => (vec![54], vec![1], 1, 50),
+            "two-way" => (vec![16, 48], vec![16, 48], 1, 10),
             "stream" => (vec![65_536], vec![1], 1, 16),
             "custom" => (Vec::new(), Vec::new(), 1, 10),
             "script" => {

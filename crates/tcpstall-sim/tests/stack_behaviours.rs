@@ -147,3 +147,47 @@ fn a_varying_delay_varies_the_round_trip_without_reordering() {
         }
     }
 }
+
+#[test]
+fn in_a_two_way_exchange_both_ends_are_held_and_each_ack_delayed_by_the_other() {
+    let mut file = scenario("linux", "linux", "two-way", 1.0);
+    file.workload.transactions = 10;
+    let result = run(&file);
+    assert!(result.completed);
+    for (holder, delayer) in [("client", "server"), ("server", "client")] {
+        assert!(
+            result.stalls.iter().any(|s| s.holder == holder
+                && s.delayer == delayer
+                && s.class == "nagle-delayed-ack"),
+            "the {holder} is held until the {delayer}'s delayed ACK: {:?}",
+            result.stalls
+        );
+    }
+    // RFC 7323: a holder that owes an ACK for the peer's data when the releasing ACK
+    // arrives keeps echoing the TSval of that data, older than the ACK's.
+    let mut file = scenario("linux", "linux", "two-way", 20.0);
+    file.workload.transactions = 10;
+    let result = run(&file);
+    assert!(result.completed);
+    let owed = released_by_delayed_acks(&result)
+        .into_iter()
+        .filter(|(data, ack)| {
+            let last_ack_sent = result
+                .captured
+                .iter()
+                .filter(|c| c.segment.from == data.segment.from && c.segment.id < data.segment.id)
+                .map(|c| c.segment.ack)
+                .next_back()
+                .unwrap();
+            ack.segment.seq > last_ack_sent
+        })
+        .inspect(|(data, ack)| {
+            let (_, tsecr) = data.segment.timestamps.unwrap();
+            let (tsval, _) = ack.segment.timestamps.unwrap();
+            assert!(tsecr < tsval, "TSecr {tsecr}, the ACK's TSval {tsval}");
+        })
+        .count();
+    assert!(owed > 0, "a holder owed an ACK when it was released");
+    // Every gap the capture shows ends in data whose truth names a class.
+    assert!(!result.gaps.is_empty());
+}
