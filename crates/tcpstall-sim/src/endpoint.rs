@@ -83,6 +83,9 @@ pub enum HoldReason {
     /// The peer's window was closed or smaller than its largest: its application had not
     /// read what arrived.
     PeerWindow,
+    /// The send buffer (SO_SNDBUF) was full of unacknowledged data: the application's
+    /// write waited for an ACK to free room.
+    SendBuffer,
 }
 
 impl HoldReason {
@@ -94,6 +97,7 @@ impl HoldReason {
             HoldReason::CongestionWindow => "congestion-window",
             HoldReason::ReceiveWindow => "receive-window",
             HoldReason::PeerWindow => "peer-window",
+            HoldReason::SendBuffer => "send-buffer",
         }
     }
 }
@@ -148,6 +152,13 @@ pub struct Endpoint {
     written: u64,
     /// Data up to here was written without MSG_MORE / outside TCP_CORK.
     push_point: u64,
+    /// SO_SNDBUF: bytes written and not yet acknowledged that the socket holds at most.
+    /// None: no limit.
+    pub send_buffer: Option<u64>,
+    /// Bytes the application is blocked writing (the send buffer is full), and whether
+    /// they end a message (pushed as they are taken).
+    app_pending: u64,
+    pending_push: bool,
     snd_sml: u64,
     cwnd: u64,
     ssthresh: u64,
@@ -219,6 +230,9 @@ impl Endpoint {
             snd_nxt: 0,
             written: 1,
             push_point: 1,
+            send_buffer: None,
+            app_pending: 0,
+            pending_push: false,
             snd_sml: 0,
             cwnd: 0,
             ssthresh: u64::MAX,
@@ -405,12 +419,45 @@ impl Endpoint {
     /// A write() of `bytes`; `more` marks it as not the last of its message (MSG_MORE, or
     /// inside TCP_CORK).
     pub fn app_write(&mut self, now: Nanos, bytes: u32, more: bool, out: &mut Output) {
-        self.written += u64::from(bytes);
-        if !more {
+        self.app_pending += u64::from(bytes);
+        self.pending_push = !more;
+        self.take_pending(false);
+        self.try_send(now, None, out);
+    }
+
+    /// The socket takes what the application is writing, as far as the send buffer has
+    /// room. A blocked writer wakes only when enough room is free (`waking`): Linux
+    /// sk_stream_write_space, when the free space is at least half of what is queued;
+    /// BSD sowwakeup, at the send buffer's low-water mark (SO_SNDLOWAT, 2048 bytes).
+    fn take_pending(&mut self, waking: bool) {
+        if self.app_pending == 0 {
+            return;
+        }
+        let queued = self.written - self.snd_una.max(1);
+        let room = match self.send_buffer {
+            None => u64::MAX,
+            Some(capacity) => capacity.saturating_sub(queued),
+        };
+        if waking && let Some(capacity) = self.send_buffer {
+            let enough = match self.window_rules() {
+                WindowRules::Linux => 2 * room >= queued,
+                WindowRules::Bsd => room >= capacity.min(2048),
+            };
+            if !enough {
+                return;
+            }
+        }
+        let taken = self.app_pending.min(room);
+        if taken == 0 {
+            return;
+        }
+        self.written += taken;
+        self.app_pending -= taken;
+        // Linux tcp_sendmsg pushes what it queued before it sleeps for memory.
+        if self.pending_push {
             self.push_point = self.written;
             self.cork_deadline = None;
         }
-        self.try_send(now, None, out);
     }
 
     /// close(): a FIN after the written data, as soon as all of it has been sent.
@@ -419,17 +466,23 @@ impl Endpoint {
             return;
         }
         self.close_requested = true;
+        self.pending_push = true;
         self.push_point = self.written;
         self.try_send(now, None, out);
     }
 
-    /// Bytes the application has written (sequence space: data starts at 1).
+    /// Bytes the application has written (sequence space: data starts at 1), those a
+    /// full send buffer has not taken yet included.
     pub fn written(&self) -> u64 {
-        self.written
+        self.written + self.app_pending
     }
 
     fn send_fin_when_all_sent(&mut self, now: Nanos, out: &mut Output) {
-        if self.close_requested && !self.fin_sent && self.snd_nxt == self.written {
+        if self.close_requested
+            && !self.fin_sent
+            && self.snd_nxt == self.written
+            && self.app_pending == 0
+        {
             let mut fin = self.segment(now, self.snd_nxt, 0, SegmentKind::Data);
             fin.fin = true;
             self.fin_sent = true;
@@ -440,7 +493,7 @@ impl Endpoint {
     }
 
     pub fn all_sent_and_acked(&self) -> bool {
-        self.snd_una == self.snd_nxt && self.snd_nxt >= self.written
+        self.snd_una == self.snd_nxt && self.snd_nxt >= self.written && self.app_pending == 0
     }
 
     // ---- Sending rules. ----
@@ -484,6 +537,16 @@ impl Endpoint {
         self.bursts += 1;
         loop {
             let available = self.written.saturating_sub(self.snd_nxt);
+            if available == 0 && self.app_pending > 0 && !self.fin_sent {
+                // All the socket took has been sent; the rest waits for room.
+                if !matches!(self.hold, Some((HoldReason::SendBuffer, _))) {
+                    self.hold = Some((
+                        HoldReason::SendBuffer,
+                        self.hold.map_or(now, |(_, since)| since),
+                    ));
+                }
+                break;
+            }
             if available == 0 || self.fin_sent {
                 self.hold = None;
                 break;
@@ -754,6 +817,7 @@ impl Endpoint {
                 Nanos::MAX
             });
             self.partial_ack(now, segment, out);
+            self.take_pending(true);
         } else if segment.ack == self.snd_una
             && window_unchanged
             && segment.len == 0

@@ -145,11 +145,19 @@ pub(crate) fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, Scenar
             "mss must be 88 to 65495, got {announced_mss}"
         )));
     }
+    if let Some(bytes) = config.sndbuf
+        && !(256..=1 << 30).contains(&bytes)
+    {
+        return Err(ScenarioError::Invalid(format!(
+            "sndbuf must be 256 bytes to 1 GiB, got {bytes}"
+        )));
+    }
     Ok(Side {
         profile,
         options: config.options,
         announced_mss,
         reader: resolve_reader(&config.reader)?,
+        sndbuf: config.sndbuf,
     })
 }
 

@@ -72,6 +72,9 @@ pub struct SideConfig {
     pub ts_recent: Option<String>,
     /// Override the TSval clock's ticks per second (1 to 1000, RFC 7323 5.4).
     pub ts_hz: Option<f64>,
+    /// SO_SNDBUF: bytes written and not yet acknowledged the socket holds; a write
+    /// beyond it blocks until ACKs free room. None: large enough never to limit.
+    pub sndbuf: Option<u32>,
     /// How this side's application reads what arrives.
     #[serde(flatten)]
     pub reader: ReaderConfig,
@@ -88,6 +91,7 @@ impl Default for SideConfig {
             nagle: None,
             ts_recent: None,
             ts_hz: None,
+            sndbuf: None,
             reader: ReaderConfig::default(),
         }
     }
@@ -360,6 +364,8 @@ pub struct Side {
     /// The MSS option this side announces.
     pub announced_mss: u32,
     pub reader: Reader,
+    /// SO_SNDBUF, bytes; None: no limit.
+    pub sndbuf: Option<u32>,
 }
 
 /// A resolved [`ReaderConfig`].

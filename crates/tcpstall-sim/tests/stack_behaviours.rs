@@ -191,3 +191,47 @@ fn in_a_two_way_exchange_both_ends_are_held_and_each_ack_delayed_by_the_other() 
     // Every gap the capture shows ends in data whose truth names a class.
     assert!(!result.gaps.is_empty());
 }
+
+#[test]
+fn a_full_send_buffer_waits_for_acks_the_bottleneck_paces_and_is_no_stall() {
+    let mut file = scenario("linux", "linux", "bulk", 20.0);
+    file.client.sndbuf = Some(4096);
+    file.link.bottleneck_bps = Some(1e6);
+    file.link.bottleneck_queue_packets = 30;
+    file.workload.transactions = 2;
+    let result = run(&file);
+    assert!(result.completed);
+    // Never more than the send buffer unacknowledged, as the client sees its ACKs.
+    let mut acked = 1;
+    for c in &result.captured {
+        let s = &c.segment;
+        if s.from == SERVER && !s.syn {
+            acked = acked.max(s.ack);
+        } else if s.from == CLIENT && s.len > 0 {
+            assert!(s.seq + u64::from(s.len) - acked <= 4096, "{s:?}");
+        }
+    }
+    let held: Vec<&Captured> = result
+        .captured
+        .iter()
+        .filter(|c| matches!(c.segment.held, Some((HoldReason::SendBuffer, _))))
+        .collect();
+    assert!(held.len() > 20, "the writer waits for room again and again");
+    // Released by ACKs the bottleneck paced, sent at once: no stall, and the gaps they
+    // end are the path's.
+    assert!(result.stalls.is_empty(), "{:?}", result.stalls);
+    let send_buffer_gaps: Vec<_> = result
+        .gaps
+        .iter()
+        .filter(|g| {
+            held.iter()
+                .any(|c| c.time == g.end && c.segment.from == g.sender)
+        })
+        .collect();
+    assert!(!send_buffer_gaps.is_empty());
+    assert!(
+        send_buffer_gaps
+            .iter()
+            .all(|g| g.label == tcpstall_sim::truth::Label::NoGap)
+    );
+}
