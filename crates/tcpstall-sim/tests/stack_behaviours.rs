@@ -235,3 +235,86 @@ fn a_full_send_buffer_waits_for_acks_the_bottleneck_paces_and_is_no_stall() {
             .all(|g| g.label == tcpstall_sim::truth::Label::NoGap)
     );
 }
+
+#[test]
+fn cork_and_msg_more_hold_a_message_until_its_last_write_or_the_flush_timer() {
+    use tcpstall_sim::truth::Label;
+    // TCP_CORK with the second write 250 ms after the first: Linux sends the corked
+    // write after 200 ms (its cork ceiling), by the timer: the application's time.
+    let mut file = scenario("linux", "windows", "two-writes", 1.0);
+    file.client.options.cork = true;
+    file.workload.write_gap_ms = 250.0;
+    file.workload.transactions = 3;
+    let result = run(&file);
+    assert!(result.completed);
+    let flushed: Vec<&Captured> = result
+        .captured
+        .iter()
+        .filter(|c| matches!(c.segment.held, Some((HoldReason::Cork, held)) if held == 200 * MS))
+        .collect();
+    assert_eq!(
+        flushed.len(),
+        3,
+        "each message's first write flushed after 200 ms"
+    );
+    assert!(flushed.iter().all(|c| c.segment.released_by.is_none()));
+    let mut gaps = 0;
+    for gap in result
+        .gaps
+        .iter()
+        .filter(|g| flushed.iter().any(|c| c.time == g.end))
+    {
+        assert_eq!(gap.label, Label::AppThinkTime, "{}", gap.describe());
+        gaps += 1;
+    }
+    assert!(gaps > 0);
+    assert!(
+        result
+            .holds
+            .iter()
+            .all(|h| h.reason != "cork" || h.released_by_delayed_ack.is_none())
+    );
+    // MSG_MORE with the writes 50 ms apart: the first waits for the second, and the
+    // message leaves in one segment.
+    let mut file = scenario("linux", "linux", "two-writes", 1.0);
+    file.client.options.msg_more = true;
+    file.workload.write_gap_ms = 50.0;
+    file.workload.transactions = 3;
+    let result = run(&file);
+    let corked: Vec<&Captured> = result
+        .captured
+        .iter()
+        .filter(|c| matches!(c.segment.held, Some((HoldReason::Cork, held)) if held == 50 * MS))
+        .collect();
+    assert_eq!(corked.len(), 3);
+    assert!(corked.iter().all(|c| c.segment.len == 12));
+    assert!(result.stalls.is_empty());
+}
+
+#[test]
+fn a_nagle_hold_released_by_a_prompt_ack_over_400_ms_is_no_stall() {
+    use tcpstall_sim::truth::Label;
+    let mut file = scenario("windows", "linux", "two-writes", 400.0);
+    file.server.options.quickack = true;
+    file.link.delay_variation = 0.2;
+    file.capture = Some("server".into());
+    let result = run(&file);
+    assert!(result.completed);
+    let held: Vec<&Captured> = result
+        .captured
+        .iter()
+        .filter(|c| matches!(c.segment.held, Some((HoldReason::Nagle, held)) if held >= 400 * MS))
+        .collect();
+    assert!(!held.is_empty(), "the second write waits a round trip");
+    assert!(result.stalls.is_empty(), "{:?}", result.stalls);
+    let mut gaps = 0;
+    for gap in result
+        .gaps
+        .iter()
+        .filter(|g| held.iter().any(|c| c.time == g.end))
+    {
+        assert_eq!(gap.label, Label::NoGap, "{}", gap.describe());
+        gaps += 1;
+    }
+    assert!(gaps > 0, "the capture shows the round trip as a gap");
+}
