@@ -433,7 +433,7 @@ impl Endpoint {
         if self.app_pending == 0 {
             return;
         }
-        let queued = self.written - self.snd_una.max(1);
+        let queued = self.written.saturating_sub(self.snd_una.max(1));
         let room = match self.send_buffer {
             None => u64::MAX,
             Some(capacity) => capacity.saturating_sub(queued),
