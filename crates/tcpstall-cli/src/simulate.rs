@@ -524,6 +524,8 @@ fn profiles_text() -> String {
                 }
                 .to_string(),
             ),
+            ("ts_recent", p.ts_recent.describe().to_string()),
+            ("ts_hz", format!("{} ticks a second", p.ts_hz)),
             ("initial_window", format!("{} segments", p.initial_window)),
             ("delayed_ack", p.delayed_ack.describe()),
             (

@@ -91,6 +91,16 @@ impl Plan {
                 "the lab does not run send scripts (pattern \"script\")".into(),
             ));
         }
+        if scenario.pattern == "two-way" {
+            return Err(LabError::Unsupported(
+                "the lab does not run two-way exchanges (pattern \"two-way\")".into(),
+            ));
+        }
+        if scenario.client.sndbuf.is_some() || scenario.server.sndbuf.is_some() {
+            return Err(LabError::Unsupported(
+                "the lab does not set SO_SNDBUF (`sndbuf`)".into(),
+            ));
+        }
         if scenario.connections > MAX_CONNECTIONS {
             return Err(LabError::Unsupported(format!(
                 "the lab runs at most {MAX_CONNECTIONS} connections at once"

@@ -271,6 +271,38 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "multi-response-read",
         "pipelined requests; the client reads two responses in one call and writes two requests",
     ),
+    (
+        "varying-delay",
+        "a per-packet delay varying up to 10-30 % without reordering, on 1, 80 and 400 ms paths",
+    ),
+    (
+        "strict-1323",
+        "holders that take TS.Recent only from a segment covering their last ACK (RFC 1323), a Linux delayer",
+    ),
+    (
+        "slow-ts-clock",
+        "holders whose TSval clock ticks 2 or 10 times a second, or 0.5 % slow",
+    ),
+    (
+        "windows-wan",
+        "Windows holders (no timestamps) on 80 and 150 ms paths whose delay varies",
+    ),
+    (
+        "two-way",
+        "both ends write at once and each its next message after reading the other's (SSH, VPN over TCP)",
+    ),
+    (
+        "send-buffer",
+        "bulk writes through a small SO_SNDBUF and a bottleneck: data waits for ACKs the bottleneck paces",
+    ),
+    (
+        "cork",
+        "TCP_CORK and MSG_MORE messages whose writes are 0, 50 or 250 ms apart (Linux flushes after 200 ms)",
+    ),
+    (
+        "prompt-ack-400ms",
+        "Nagle holds released by ACKs sent at once over a 400 ms path whose delay varies",
+    ),
 ];
 
 const CLASSIC_PATTERNS: [&str; 8] = [
@@ -322,6 +354,14 @@ pub fn cells(transactions: u32) -> Vec<CellSpec> {
     offloaded_captures(&mut cells);
     missing_captures(&mut cells);
     multi_response_reads(&mut cells);
+    varying_delays(&mut cells);
+    strict_1323_holders(&mut cells);
+    slow_ts_clocks(&mut cells);
+    windows_wan(&mut cells);
+    two_way(&mut cells);
+    send_buffers(&mut cells);
+    corks(&mut cells);
+    prompt_acks_on_long_paths(&mut cells);
     cells
 }
 
@@ -492,6 +532,254 @@ fn multi_response_reads(cells: &mut Vec<CellSpec>) {
                         cells.push(CellSpec {
                             family: "multi-response-read",
                             label: format!("client reads {read_delay} ms late"),
+                            file: f,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The patterns where a request or response is written in two calls, and a bulk block.
+const HOLDING_PATTERNS: [&str; 5] = [
+    "two-writes",
+    "http-keepalive",
+    "proxy-split",
+    "sftp",
+    "bulk",
+];
+
+fn varying_delays(cells: &mut Vec<CellSpec>) {
+    // A queue on the path that fills and drains: the round trip varies per packet, in
+    // order (RFC 6298 2: the reason RTTVAR exists); a LAN, a WAN of 80 to 88 or 104 ms,
+    // and a 400 ms satellite-like path.
+    let paths = [(1.0, 0.3), (80.0, 0.1), (80.0, 0.3), (400.0, 0.2)];
+    for (rtt, variation) in paths {
+        for (client, server) in [("linux", "linux"), ("windows", "linux"), ("linux", "macos")] {
+            for pattern in HOLDING_PATTERNS {
+                for capture in CAPTURES {
+                    let mut f = file(client, server, pattern, rtt, capture);
+                    f.link.delay_variation = variation;
+                    f.workload.transactions = 6;
+                    cells.push(CellSpec {
+                        family: "varying-delay",
+                        label: format!("delay varying by up to {:.0}%", variation * 100.0),
+                        file: f,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Which side holds data in a pattern: the server for headers and body written apart.
+fn holder_is_server(pattern: &str) -> bool {
+    pattern == "http-keepalive"
+}
+
+fn strict_1323_holders(cells: &mut Vec<CellSpec>) {
+    // RFC 1323 4.3 (4.4BSD-Lite2 tcp_input.c, embedded BSD-derived stacks): TS.Recent
+    // only from a segment covering Last.ACK.sent, so the released data echoes the
+    // delayer's older data, not its ACK.
+    for holder in ["linux", "freebsd", "macos"] {
+        for pattern in ["two-writes", "sftp", "proxy-split", "http-keepalive"] {
+            for rtt in [1.0, 20.0, 100.0] {
+                for capture in CAPTURES {
+                    let (client, server) = if holder_is_server(pattern) {
+                        ("linux", holder)
+                    } else {
+                        (holder, "linux")
+                    };
+                    let mut f = file(client, server, pattern, rtt, capture);
+                    let side = if holder_is_server(pattern) {
+                        &mut f.server
+                    } else {
+                        &mut f.client
+                    };
+                    side.ts_recent = Some("rfc1323".into());
+                    f.workload.transactions = 8;
+                    cells.push(CellSpec {
+                        family: "strict-1323",
+                        label: format!("{holder} holder on RFC 1323's TS.Recent rule"),
+                        file: f,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn slow_ts_clocks(cells: &mut Vec<CellSpec>) {
+    // RFC 7323 5.4: a TSval tick of 1 ms to 1 s; 2 Hz as 4.4BSD's slow timer (KAME and
+    // old BSD stacks), 10 Hz, and a nominal 1 kHz clock running 0.5 % slow.
+    for hz in [2.0, 10.0, 995.0] {
+        for holder in ["linux", "freebsd", "macos-legacy"] {
+            for pattern in ["two-writes", "sftp", "http-keepalive"] {
+                for rtt in [1.0, 20.0] {
+                    for capture in CAPTURES {
+                        let (client, server) = if holder_is_server(pattern) {
+                            ("linux", holder)
+                        } else {
+                            (holder, "linux")
+                        };
+                        let mut f = file(client, server, pattern, rtt, capture);
+                        let side = if holder_is_server(pattern) {
+                            &mut f.server
+                        } else {
+                            &mut f.client
+                        };
+                        side.ts_hz = Some(hz);
+                        f.workload.transactions = 8;
+                        cells.push(CellSpec {
+                            family: "slow-ts-clock",
+                            label: format!("holder's TSval clock at {hz} Hz"),
+                            file: f,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn windows_wan(cells: &mut Vec<CellSpec>) {
+    // Windows' Tcp1323Opts default: no timestamps, so nothing but timing shows when held
+    // data left; its 200 ms delayed-ACK timer against a WAN round trip that varies.
+    let pairs = [
+        ("windows", "linux"),
+        ("windows", "windows"),
+        ("linux", "windows"),
+        ("macos", "windows"),
+    ];
+    for (client, server) in pairs {
+        for pattern in ["two-writes", "sftp", "proxy-split", "http-keepalive"] {
+            for rtt in [80.0, 150.0] {
+                for variation in [0.1, 0.3] {
+                    for capture in CAPTURES {
+                        let mut f = file(client, server, pattern, rtt, capture);
+                        f.link.delay_variation = variation;
+                        f.workload.transactions = 6;
+                        cells.push(CellSpec {
+                            family: "windows-wan",
+                            label: format!("delay varying by up to {:.0}%", variation * 100.0),
+                            file: f,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn two_way(cells: &mut Vec<CellSpec>) {
+    // Both ends with unacknowledged data at once (RFC 1122 4.2.3.2: an ACK rides on data
+    // when there is some): either may be held by Nagle while the other delays its ACK.
+    let pairs = [
+        ("linux", "linux"),
+        ("freebsd", "freebsd"),
+        ("windows", "windows"),
+        ("freebsd", "windows"),
+        ("macos", "freebsd"),
+        ("linux", "windows"),
+    ];
+    for (client, server) in pairs {
+        for rtt in [1.0, 20.0, 80.0] {
+            for think in [0.0, 5.0] {
+                for capture in CAPTURES {
+                    let mut f = file(client, server, "two-way", rtt, capture);
+                    f.workload.server_think_ms = think;
+                    f.workload.transactions = 10;
+                    cells.push(CellSpec {
+                        family: "two-way",
+                        label: format!("server thinks {think} ms"),
+                        file: f,
+                    });
+                }
+            }
+        }
+    }
+}
+
+fn send_buffers(cells: &mut Vec<CellSpec>) {
+    // SO_SNDBUF (Linux sk_stream_write_space, BSD sowwakeup at SO_SNDLOWAT): a blocked
+    // writer's data leaves on each ACK, and a bottleneck paces the ACKs.
+    for sender in ["linux", "windows", "freebsd"] {
+        for receiver in ["linux", "windows"] {
+            for sndbuf in [4096, 16384] {
+                for bps in [1e6, 5e6] {
+                    for rtt in [1.0, 20.0] {
+                        for capture in CAPTURES {
+                            let mut f = file(sender, receiver, "bulk", rtt, capture);
+                            f.client.sndbuf = Some(sndbuf);
+                            f.link.bottleneck_bps = Some(bps);
+                            f.link.bottleneck_queue_packets = 30;
+                            f.workload.transactions = 3;
+                            cells.push(CellSpec {
+                                family: "send-buffer",
+                                label: format!("SO_SNDBUF {sndbuf}, {} Mbit/s", bps / 1e6),
+                                file: f,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn corks(cells: &mut Vec<CellSpec>) {
+    // TCP_CORK and MSG_MORE (tcp(7): corked output is sent after 200 ms at most): a
+    // message's writes leave together, or its first after the flush.
+    for option in ["cork", "msg_more"] {
+        for server in ["linux", "windows"] {
+            for pattern in ["two-writes", "http-keepalive", "proxy-split", "sftp"] {
+                for gap in [0.0, 50.0, 250.0] {
+                    for rtt in [1.0, 20.0] {
+                        for capture in CAPTURES {
+                            let mut f = file("linux", server, pattern, rtt, capture);
+                            for (side, linux) in
+                                [(&mut f.client, true), (&mut f.server, server == "linux")]
+                            {
+                                if linux {
+                                    side.options.cork = option == "cork";
+                                    side.options.msg_more = option == "msg_more";
+                                }
+                            }
+                            f.workload.write_gap_ms = gap;
+                            f.workload.transactions = 6;
+                            cells.push(CellSpec {
+                                family: "cork",
+                                label: format!("{option}, writes {gap} ms apart"),
+                                file: f,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn prompt_acks_on_long_paths(cells: &mut Vec<CellSpec>) {
+    // TCP_QUICKACK (Linux) and TcpAckFrequency=1 (Windows): every segment acknowledged
+    // at once, so a Nagle hold lasts one round trip, however long.
+    for client in ["linux", "windows", "macos"] {
+        for server in ["linux", "windows"] {
+            for pattern in ["two-writes", "sftp", "proxy-split", "http-keepalive"] {
+                for variation in [0.1, 0.3] {
+                    for capture in CAPTURES {
+                        let mut f = file(client, server, pattern, 400.0, capture);
+                        f.client.options.quickack = true;
+                        f.server.options.quickack = true;
+                        f.link.delay_variation = variation;
+                        f.workload.transactions = 6;
+                        cells.push(CellSpec {
+                            family: "prompt-ack-400ms",
+                            label: format!(
+                                "ACKs at once, delay varying by up to {:.0}%",
+                                variation * 100.0
+                            ),
                             file: f,
                         });
                     }

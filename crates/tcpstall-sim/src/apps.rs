@@ -2,7 +2,9 @@
 //! own clock, a one-way stream) and how they read (at once, late, slowly, in pieces).
 //!
 //! Request/response: a transaction starts when the client writes a request and ends when
-//! the whole response has been read by the client application. One-way patterns
+//! the whole response has been read by the client application. Two-way: both ends write
+//! a message at once, and each its next after reading the other's; a transaction is the
+//! client's message until it has read the server's of the same number. One-way patterns
 //! (`periodic`, `stream`): a transaction is one message (or block), from its write until
 //! the server application has read all of it; the server only acknowledges.
 
@@ -32,6 +34,9 @@ enum Shape {
     /// Both sides write what their scripts say when they say it; a transaction is one
     /// client write, until the server application has read it.
     Script,
+    /// Both sides write a message at once (the server as it accepts), and each its next
+    /// after reading the other's: neither waits for the other to finish.
+    TwoWay,
 }
 
 pub(crate) struct Apps {
@@ -56,6 +61,8 @@ pub(crate) struct Apps {
     closed: bool,
     /// For `script`: where each client write ends in the byte stream.
     script_ends: Vec<u64>,
+    /// For `two-way`: messages the server has written.
+    server_written: u32,
 }
 
 impl Apps {
@@ -66,6 +73,7 @@ impl Apps {
             },
             "stream" => Shape::Stream,
             "script" => Shape::Script,
+            "two-way" => Shape::TwoWay,
             _ => Shape::RequestResponse,
         };
         Apps {
@@ -94,6 +102,7 @@ impl Apps {
                     Some(*end)
                 })
                 .collect(),
+            server_written: 0,
         }
     }
 }
@@ -102,7 +111,7 @@ impl Simulation<'_> {
     /// The connection is open: the client starts.
     pub(crate) fn start_applications(&mut self) {
         match self.apps.shape {
-            Shape::RequestResponse => {
+            Shape::RequestResponse | Shape::TwoWay => {
                 let first = self.apps.depth.min(self.apps.transactions);
                 for _ in 0..first {
                     self.issue_request(WriteCause::OwnClock);
@@ -132,6 +141,23 @@ impl Simulation<'_> {
                 self.close(CLIENT, WriteCause::OwnClock);
             }
         }
+    }
+
+    /// The server has accepted the connection: a two-way server starts talking.
+    pub(crate) fn server_accepted(&mut self) {
+        if self.apps.shape == Shape::TwoWay {
+            self.server_message(WriteCause::OwnClock);
+        }
+    }
+
+    /// A two-way server writes its next message, if it has one left.
+    fn server_message(&mut self, cause: WriteCause) {
+        if self.apps.server_written >= self.apps.transactions {
+            return;
+        }
+        self.apps.server_written += 1;
+        let writes = self.apps.response.clone();
+        self.write_message(SERVER, &writes, cause);
     }
 
     fn issue_request(&mut self, cause: WriteCause) {
@@ -277,7 +303,7 @@ impl Simulation<'_> {
     // ---- What each application does with what it read. ----
 
     fn client_received(&mut self, bytes: u64) {
-        if self.apps.shape != Shape::RequestResponse {
+        if !matches!(self.apps.shape, Shape::RequestResponse | Shape::TwoWay) {
             return;
         }
         self.apps.client_received += bytes;
@@ -337,7 +363,7 @@ impl Simulation<'_> {
         let before = self.apps.server_received / request;
         self.apps.server_received += bytes;
         let after = self.apps.server_received / request;
-        if self.apps.shape != Shape::RequestResponse {
+        if !matches!(self.apps.shape, Shape::RequestResponse | Shape::TwoWay) {
             for _ in before..after {
                 if self.apps.completed < self.apps.issued {
                     self.complete_transaction();
@@ -367,6 +393,13 @@ impl Simulation<'_> {
     }
 
     fn answer_one(&mut self) {
+        if self.apps.shape == Shape::TwoWay {
+            // Each of the client's messages read lets the server write its next.
+            if let Some(arrived) = self.apps.server_backlog.pop_front() {
+                self.server_message(WriteCause::Reply { arrived });
+            }
+            return;
+        }
         if let Some(arrived) = self.apps.server_backlog.pop_front() {
             let writes = self.apps.response.clone();
             self.write_message(SERVER, &writes, WriteCause::Reply { arrived });
@@ -392,7 +425,7 @@ impl Simulation<'_> {
                 }
             }
             Shape::Stream | Shape::Script => {}
-            Shape::RequestResponse => {
+            Shape::RequestResponse | Shape::TwoWay => {
                 self.apps.client_waiting_think = false;
                 let arrived = self.apps.client_trigger;
                 while self.apps.issued < self.apps.transactions

@@ -83,6 +83,9 @@ pub enum HoldReason {
     /// The peer's window was closed or smaller than its largest: its application had not
     /// read what arrived.
     PeerWindow,
+    /// The send buffer (SO_SNDBUF) was full of unacknowledged data: the application's
+    /// write waited for an ACK to free room.
+    SendBuffer,
 }
 
 impl HoldReason {
@@ -94,6 +97,7 @@ impl HoldReason {
             HoldReason::CongestionWindow => "congestion-window",
             HoldReason::ReceiveWindow => "receive-window",
             HoldReason::PeerWindow => "peer-window",
+            HoldReason::SendBuffer => "send-buffer",
         }
     }
 }
@@ -138,6 +142,9 @@ pub struct Endpoint {
     timestamps: bool,
     ts_clock_origin: Nanos,
     ts_recent: u32,
+    /// The ACK field of the last segment this side sent (RFC 7323 Last.ACK.sent; Linux
+    /// rcv_wup).
+    last_ack_sent: u64,
     // Sending.
     snd_una: u64,
     snd_nxt: u64,
@@ -145,6 +152,13 @@ pub struct Endpoint {
     written: u64,
     /// Data up to here was written without MSG_MORE / outside TCP_CORK.
     push_point: u64,
+    /// SO_SNDBUF: bytes written and not yet acknowledged that the socket holds at most.
+    /// None: no limit.
+    pub send_buffer: Option<u64>,
+    /// Bytes the application is blocked writing (the send buffer is full), and whether
+    /// they end a message (pushed as they are taken).
+    app_pending: u64,
+    pending_push: bool,
     snd_sml: u64,
     cwnd: u64,
     ssthresh: u64,
@@ -211,10 +225,14 @@ impl Endpoint {
             timestamps: false,
             ts_clock_origin: 0,
             ts_recent: 0,
+            last_ack_sent: 0,
             snd_una: 0,
             snd_nxt: 0,
             written: 1,
             push_point: 1,
+            send_buffer: None,
+            app_pending: 0,
+            pending_push: false,
             snd_sml: 0,
             cwnd: 0,
             ssthresh: u64::MAX,
@@ -271,6 +289,7 @@ impl Endpoint {
         self.snd_nxt = 1;
         self.snd_sml = 1;
         self.rcv_nxt = 1;
+        self.last_ack_sent = 1;
         self.rto = self.profile.min_rto.max(self.rto);
         self.peer_window = peer_window;
         self.peer_right_edge = 1 + peer_window;
@@ -291,9 +310,10 @@ impl Endpoint {
         self.timestamps
     }
 
-    fn tsval(&self, now: Nanos) -> u32 {
-        // A 1 ms timestamp clock, as Linux since 4.13.
-        ((now - self.ts_clock_origin) / NANOS_PER_MILLI) as u32 + 1
+    /// The TSval clock at `now`: the profile's ticks per second (RFC 7323 5.4).
+    pub fn tsval(&self, now: Nanos) -> u32 {
+        let ticks = (now - self.ts_clock_origin) as f64 * self.profile.ts_hz / 1e9;
+        ticks.floor() as u64 as u32 + 1
     }
 
     /// The SYN (or SYN-ACK) this side sends.
@@ -329,8 +349,33 @@ impl Endpoint {
         }
     }
 
+    /// The peer's SYN (or SYN-ACK) sets TS.Recent (RFC 7323 3.2).
     pub fn note_peer_tsval(&mut self, tsval: u32) {
         self.ts_recent = tsval;
+    }
+
+    /// The TSecr this side's next segment carries.
+    pub fn ts_recent(&self) -> u32 {
+        self.ts_recent
+    }
+
+    /// RFC 7323 4.3 (RFC 1323 4.3 for a strict stack): an arriving segment's TSval
+    /// becomes TS.Recent only as the profile's rule allows, and never an older one (PAWS,
+    /// Linux tcp_paws_check).
+    fn update_ts_recent(&mut self, segment: &WireSegment) {
+        let Some((tsval, _)) = segment.timestamps else {
+            return;
+        };
+        let len = u64::from(segment.len) + u64::from(segment.fin) + u64::from(segment.syn);
+        let newer = tsval.wrapping_sub(self.ts_recent) as i32 >= 0;
+        if newer
+            && self
+                .profile
+                .ts_recent
+                .updates(segment.seq, len, self.last_ack_sent)
+        {
+            self.ts_recent = tsval;
+        }
     }
 
     /// A segment from this side; every one carries the window it offers now.
@@ -338,6 +383,7 @@ impl Endpoint {
         let window = self
             .receive_buffer
             .advertise(self.window_rules(), self.rcv_nxt, self.rcv_mss);
+        self.last_ack_sent = self.rcv_nxt;
         WireSegment {
             id: 0,
             from: self.side,
@@ -373,12 +419,45 @@ impl Endpoint {
     /// A write() of `bytes`; `more` marks it as not the last of its message (MSG_MORE, or
     /// inside TCP_CORK).
     pub fn app_write(&mut self, now: Nanos, bytes: u32, more: bool, out: &mut Output) {
-        self.written += u64::from(bytes);
-        if !more {
+        self.app_pending += u64::from(bytes);
+        self.pending_push = !more;
+        self.take_pending(false);
+        self.try_send(now, None, out);
+    }
+
+    /// The socket takes what the application is writing, as far as the send buffer has
+    /// room. A blocked writer wakes only when enough room is free (`waking`): Linux
+    /// sk_stream_write_space, when the free space is at least half of what is queued;
+    /// BSD sowwakeup, at the send buffer's low-water mark (SO_SNDLOWAT, 2048 bytes).
+    fn take_pending(&mut self, waking: bool) {
+        if self.app_pending == 0 {
+            return;
+        }
+        let queued = self.written.saturating_sub(self.snd_una.max(1));
+        let room = match self.send_buffer {
+            None => u64::MAX,
+            Some(capacity) => capacity.saturating_sub(queued),
+        };
+        if waking && let Some(capacity) = self.send_buffer {
+            let enough = match self.window_rules() {
+                WindowRules::Linux => 2 * room >= queued,
+                WindowRules::Bsd => room >= capacity.min(2048),
+            };
+            if !enough {
+                return;
+            }
+        }
+        let taken = self.app_pending.min(room);
+        if taken == 0 {
+            return;
+        }
+        self.written += taken;
+        self.app_pending -= taken;
+        // Linux tcp_sendmsg pushes what it queued before it sleeps for memory.
+        if self.pending_push {
             self.push_point = self.written;
             self.cork_deadline = None;
         }
-        self.try_send(now, None, out);
     }
 
     /// close(): a FIN after the written data, as soon as all of it has been sent.
@@ -387,17 +466,23 @@ impl Endpoint {
             return;
         }
         self.close_requested = true;
+        self.pending_push = true;
         self.push_point = self.written;
         self.try_send(now, None, out);
     }
 
-    /// Bytes the application has written (sequence space: data starts at 1).
+    /// Bytes the application has written (sequence space: data starts at 1), those a
+    /// full send buffer has not taken yet included.
     pub fn written(&self) -> u64 {
-        self.written
+        self.written + self.app_pending
     }
 
     fn send_fin_when_all_sent(&mut self, now: Nanos, out: &mut Output) {
-        if self.close_requested && !self.fin_sent && self.snd_nxt == self.written {
+        if self.close_requested
+            && !self.fin_sent
+            && self.snd_nxt == self.written
+            && self.app_pending == 0
+        {
             let mut fin = self.segment(now, self.snd_nxt, 0, SegmentKind::Data);
             fin.fin = true;
             self.fin_sent = true;
@@ -408,7 +493,7 @@ impl Endpoint {
     }
 
     pub fn all_sent_and_acked(&self) -> bool {
-        self.snd_una == self.snd_nxt && self.snd_nxt >= self.written
+        self.snd_una == self.snd_nxt && self.snd_nxt >= self.written && self.app_pending == 0
     }
 
     // ---- Sending rules. ----
@@ -452,6 +537,16 @@ impl Endpoint {
         self.bursts += 1;
         loop {
             let available = self.written.saturating_sub(self.snd_nxt);
+            if available == 0 && self.app_pending > 0 && !self.fin_sent {
+                // All the socket took has been sent; the rest waits for room.
+                if !matches!(self.hold, Some((HoldReason::SendBuffer, _))) {
+                    self.hold = Some((
+                        HoldReason::SendBuffer,
+                        self.hold.map_or(now, |(_, since)| since),
+                    ));
+                }
+                break;
+            }
             if available == 0 || self.fin_sent {
                 self.hold = None;
                 break;
@@ -722,6 +817,7 @@ impl Endpoint {
                 Nanos::MAX
             });
             self.partial_ack(now, segment, out);
+            self.take_pending(true);
         } else if segment.ack == self.snd_una
             && window_unchanged
             && segment.len == 0
@@ -785,9 +881,7 @@ impl Endpoint {
 
     /// A segment arrives from the peer.
     pub fn receive(&mut self, now: Nanos, segment: &WireSegment, out: &mut Output) {
-        if let Some((tsval, _)) = segment.timestamps {
-            self.ts_recent = tsval;
-        }
+        self.update_ts_recent(segment);
         let carries = u64::from(segment.len) + u64::from(segment.fin);
         if carries > 0 {
             self.receive_data(now, segment, out);

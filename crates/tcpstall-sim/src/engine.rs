@@ -199,13 +199,15 @@ impl<'a> Simulation<'a> {
             } else {
                 &scenario.server
             };
-            Endpoint::new(
+            let mut endpoint = Endpoint::new(
                 side,
                 config.profile.clone(),
                 config.options,
                 phase(rng),
                 ReceiveBuffer::new(config.reader.rcvbuf, config.reader.is_eager()),
-            )
+            );
+            endpoint.send_buffer = config.sndbuf.map(u64::from);
+            endpoint
         };
         let client = endpoint(CLIENT, &mut rng);
         let server = endpoint(SERVER, &mut rng);
@@ -382,6 +384,9 @@ impl<'a> Simulation<'a> {
         if !self.established[to] {
             // The third handshake segment, or data that overtook it: establish now.
             self.established[to] = true;
+            if to == SERVER {
+                self.server_accepted();
+            }
         }
         let mut out = Output::default();
         self.endpoints[to].receive(self.now, &segment, &mut out);
@@ -482,7 +487,9 @@ impl<'a> Simulation<'a> {
         };
         let class = match hold.reason {
             HoldReason::Nagle => "nagle-delayed-ack",
-            HoldReason::CongestionWindow | HoldReason::ReceiveWindow => "delayed-ack",
+            HoldReason::CongestionWindow | HoldReason::ReceiveWindow | HoldReason::SendBuffer => {
+                "delayed-ack"
+            }
             HoldReason::PeerWindow | HoldReason::Cork | HoldReason::Autocork => return,
         };
         let at_capture = self.capture_time_of_departure(side, hold.released);

@@ -1,6 +1,7 @@
 //! The path between the endpoints: each host's interface (serialization at the link
-//! bandwidth), the propagation delay with jitter and loss, and an optional bottleneck
-//! with a FIFO queue and tail drop, placed just beyond the capture point.
+//! bandwidth), the propagation delay with jitter, a varying queue-like delay and loss,
+//! and an optional bottleneck with a FIFO queue and tail drop, placed just beyond the
+//! capture point.
 //!
 //! The capture point sits at a fraction of each one-way delay. The bottleneck sits on
 //! its far side: between the capture point and the server for a client or tap capture,
@@ -38,6 +39,30 @@ impl Rng {
 struct Lane {
     free_at: Nanos,
     last_arrival: Nanos,
+    /// When its last packet passed the capture point: a varying delay keeps the order.
+    last_captured: Nanos,
+    /// Where the varying delay stands, 0 (the floor) to 1 (the floor times 1 + spread).
+    level: f64,
+}
+
+/// How far the varying delay's level moves from one packet to the next, at most.
+const VARIATION_STEP: f64 = 0.25;
+
+/// A delay that follows a bounded random walk between the floor and the floor times
+/// `1 + spread`, one step per packet (a queue on the path that fills and drains): a
+/// packet never overtakes the one before it, so the delay varies without reordering.
+fn vary(lane: &mut Lane, floor: Nanos, spread: f64, rng: &mut Rng) -> Nanos {
+    let step = (2.0 * rng.unit() - 1.0) * VARIATION_STEP;
+    let mut level = lane.level + step;
+    // Reflected at the bounds, so the walk stays spread over the whole range.
+    if level < 0.0 {
+        level = -level;
+    }
+    if level > 1.0 {
+        level = 2.0 - level;
+    }
+    lane.level = level.clamp(0.0, 1.0);
+    floor + (floor as f64 * spread * lane.level) as Nanos
 }
 
 /// The bottleneck's queue in one direction: when each queued packet leaves it.
@@ -68,6 +93,8 @@ pub struct Link {
     capture_fraction: f64,
     lanes: [Lane; 2],
     bottleneck: [BottleneckQueue; 2],
+    /// The varying delay's own generator, so that it leaves the runs' other draws alone.
+    variation_rng: Rng,
 }
 
 /// Ethernet, IPv4 and TCP header bytes on the wire per segment (no options).
@@ -77,6 +104,12 @@ impl Link {
     pub fn new(config: &LinkConfig, capture_fraction: f64) -> Link {
         let half = config.rtt_ms / 2.0;
         let to_nanos = |ms: f64| (ms * 1e6).round() as Nanos;
+        let mut variation_rng = Rng::new(config.seed ^ 0x5eed_de1a);
+        let mut lane = || Lane {
+            level: variation_rng.unit(),
+            ..Lane::default()
+        };
+        let lanes = [lane(), lane()];
         Link {
             config: config.clone(),
             delays: [
@@ -84,8 +117,9 @@ impl Link {
                 to_nanos(config.server_to_client_ms.unwrap_or(half)),
             ],
             capture_fraction,
-            lanes: [Lane::default(), Lane::default()],
+            lanes,
             bottleneck: [BottleneckQueue::default(), BottleneckQueue::default()],
+            variation_rng,
         }
     }
 
@@ -127,8 +161,25 @@ impl Link {
         };
         let lost_on_path = self.config.loss > 0.0 && !syn && rng.unit() < self.config.loss;
         let share = self.share_to_capture(from);
-        let delay = self.delays[from] + jitter;
-        let to_capture = (delay as f64 * share) as Nanos;
+        let base = if self.config.delay_variation > 0.0 {
+            vary(
+                &mut self.lanes[from],
+                self.delays[from],
+                self.config.delay_variation,
+                &mut self.variation_rng,
+            )
+        } else {
+            self.delays[from]
+        };
+        let delay = base + jitter;
+        let nominal_to_capture = (delay as f64 * share) as Nanos;
+        let mut to_capture = nominal_to_capture;
+        if self.config.delay_variation > 0.0 {
+            // FIFO: no packet passes the capture point before the one sent ahead of it.
+            let lane = &mut self.lanes[from];
+            to_capture = to_capture.max(lane.last_captured.saturating_sub(departed_host));
+            lane.last_captured = departed_host + to_capture;
+        }
         let at_capture = departed_host + to_capture;
         let (captured_at, leaves_point, queued, dropped_in_queue) = match self.config.bottleneck_bps
         {
@@ -164,7 +215,7 @@ impl Link {
             !lost_on_path || share < 0.5
         };
         let lane = &mut self.lanes[from];
-        let arrival = (leaves_point + delay - to_capture).max(lane.last_arrival);
+        let arrival = (leaves_point + delay - nominal_to_capture).max(lane.last_arrival);
         let delivered = !lost_on_path && !dropped_in_queue;
         if delivered {
             lane.last_arrival = arrival;
@@ -242,5 +293,50 @@ mod tests {
         let ack_at = ack.captured_at.unwrap();
         assert!(ack_at > data.captured_at.unwrap());
         assert!(ack.queued > 11_000_000, "{:?}", ack);
+    }
+
+    #[test]
+    fn a_varying_delay_stays_between_its_bounds_and_keeps_the_order() {
+        let config = LinkConfig {
+            rtt_ms: 80.0,
+            delay_variation: 0.3,
+            ..LinkConfig::default()
+        };
+        let mut link = Link::new(&config, 0.5);
+        let mut rng = Rng::new(1);
+        let (floor, top) = (40_000_000, 52_000_000);
+        let mut delays = Vec::new();
+        let (mut last_arrival, mut last_captured) = (0, 0);
+        for i in 0..2000 {
+            // Pairs sent back to back, then a millisecond apart.
+            let now = (i / 2) * 1_000_000;
+            let transit = link.carry(0, now, 100, false, &mut rng);
+            let arrival = transit.arrival.unwrap();
+            let captured = transit.captured_at.unwrap();
+            assert!(
+                arrival >= last_arrival,
+                "packet {i} overtook the one before it"
+            );
+            assert!(
+                captured >= last_captured,
+                "packet {i} passed the capture point early"
+            );
+            assert!(captured <= arrival);
+            last_arrival = arrival;
+            last_captured = captured;
+            let delay = arrival - transit.departed_host;
+            assert!((floor..=top + 1_000_000).contains(&delay), "{delay}");
+            delays.push(delay);
+        }
+        let low = delays.iter().filter(|&&d| d < floor + 2_000_000).count();
+        let high = delays.iter().filter(|&&d| d > top - 2_000_000).count();
+        assert!(
+            low > 50 && high > 50,
+            "the walk spans the range: {low} low, {high} high"
+        );
+        // Seeded: the same scenario, the same delays.
+        let mut again = Link::new(&config, 0.5);
+        let first = again.carry(0, 0, 100, false, &mut Rng::new(1));
+        assert_eq!(first.arrival.unwrap() - first.departed_host, delays[0]);
     }
 }

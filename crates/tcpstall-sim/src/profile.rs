@@ -52,6 +52,39 @@ pub enum DelayedAckTimer {
     },
 }
 
+/// When an arriving segment's TSval becomes TS.Recent, the value the next segments echo
+/// in TSecr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TsRecentRule {
+    /// RFC 1323 4.3: only a segment that covers Last.ACK.sent (SEG.SEQ <= Last.ACK.sent <
+    /// SEG.SEQ + SEG.LEN), so never a pure ACK: 4.4BSD-Lite2 tcp_input.c and the
+    /// embedded stacks derived from it.
+    Rfc1323,
+    /// RFC 7323 4.3: any segment with SEG.SEQ <= Last.ACK.sent (Linux
+    /// tcp_replace_ts_recent: !after(seq, rcv_wup); FreeBSD tcp_input.c): a host that owes
+    /// an ACK for data keeps echoing the TSval of the first segment it owes it for.
+    Rfc7323,
+}
+
+impl TsRecentRule {
+    pub fn describe(self) -> &'static str {
+        match self {
+            TsRecentRule::Rfc1323 => "RFC 1323: a segment covering Last.ACK.sent",
+            TsRecentRule::Rfc7323 => "RFC 7323: SEG.SEQ <= Last.ACK.sent",
+        }
+    }
+
+    /// Whether a segment of `len` bytes (SYN and FIN counted) at `seq` updates TS.Recent
+    /// when this side last acknowledged up to `last_ack_sent`.
+    pub fn updates(self, seq: u64, len: u64, last_ack_sent: u64) -> bool {
+        match self {
+            TsRecentRule::Rfc1323 => seq <= last_ack_sent && last_ack_sent < seq + len,
+            TsRecentRule::Rfc7323 => seq <= last_ack_sent,
+        }
+    }
+}
+
 /// How slow start grows the congestion window on an ACK of new data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -130,6 +163,10 @@ pub struct StackProfile {
     pub nagle: NagleMode,
     /// TCP timestamps on by default (they take 12 option bytes from every segment).
     pub timestamps: bool,
+    /// Which arriving segments set TS.Recent (what TSecr echoes).
+    pub ts_recent: TsRecentRule,
+    /// Ticks per second of the TSval clock (RFC 7323 5.4: 1 ms to 1 s a tick).
+    pub ts_hz: f64,
     /// Initial congestion window, segments.
     pub initial_window: u32,
     pub delayed_ack: DelayedAckTimer,
@@ -204,6 +241,8 @@ pub fn linux() -> StackProfile {
         description: "Linux 4.x to 6.x defaults",
         nagle: NagleMode::Minshall,
         timestamps: true,
+        ts_recent: TsRecentRule::Rfc7323,
+        ts_hz: 1000.0,
         initial_window: 10,
         delayed_ack: DelayedAckTimer::LinuxAto {
             min: 40 * MS,
@@ -230,6 +269,14 @@ pub fn linux() -> StackProfile {
             (
                 "timestamps",
                 "net.ipv4.tcp_timestamps=1 default (confirmed)",
+            ),
+            (
+                "ts_recent",
+                "tcp_replace_ts_recent: !after(seq, tp->rcv_wup), RFC 7323 (confirmed)",
+            ),
+            (
+                "ts_hz",
+                "TCP_TS_HZ 1000: a 1 ms TSval clock since 4.13 (confirmed)",
             ),
             ("initial_window", "TCP_INIT_CWND 10, RFC 6928 (confirmed)"),
             (
@@ -271,6 +318,8 @@ pub fn windows() -> StackProfile {
         description: "Windows 10/11 and Server defaults",
         nagle: NagleMode::Classic,
         timestamps: false,
+        ts_recent: TsRecentRule::Rfc7323,
+        ts_hz: 1000.0,
         initial_window: 10,
         delayed_ack: DelayedAckTimer::PerConnection { delay: 200 * MS },
         ack_every_segments: 2,
@@ -327,6 +376,8 @@ pub fn macos_legacy() -> StackProfile {
         description: "Mac OS X before 10.5",
         nagle: NagleMode::Classic,
         timestamps: true,
+        ts_recent: TsRecentRule::Rfc7323,
+        ts_hz: 1000.0,
         initial_window: 4,
         delayed_ack: DelayedAckTimer::GlobalTick {
             period: 200 * MS,
@@ -354,6 +405,11 @@ pub fn macos_legacy() -> StackProfile {
                 "on: MSS 1448 on Ethernet (confirmed, seed 000)",
             ),
             (
+                "ts_recent",
+                "RFC 7323's rule, as the FreeBSD tcp_input.c XNU derives from (unconfirmed)",
+            ),
+            ("ts_hz", "tcp_now counted in milliseconds (unconfirmed)"),
+            (
                 "initial_window",
                 "RFC 3390 window of 4 segments (unconfirmed)",
             ),
@@ -380,6 +436,8 @@ pub fn freebsd() -> StackProfile {
         description: "FreeBSD 12 and later",
         nagle: NagleMode::Classic,
         timestamps: true,
+        ts_recent: TsRecentRule::Rfc7323,
+        ts_hz: 1000.0,
         initial_window: 10,
         delayed_ack: DelayedAckTimer::PerConnection { delay: 100 * MS },
         ack_every_segments: 2,
@@ -397,6 +455,11 @@ pub fn freebsd() -> StackProfile {
         sources: &[
             ("nagle", "tcp_output.c: classic Nagle (likely)"),
             ("timestamps", "net.inet.tcp.rfc1323=1 (confirmed)"),
+            (
+                "ts_recent",
+                "tcp_input.c: SEQ_LEQ(th_seq, last_ack_sent), RFC 7323's relaxed rule (likely)",
+            ),
+            ("ts_hz", "tcp_ts_getticks: milliseconds (likely)"),
             (
                 "initial_window",
                 "net.inet.tcp.initcwnd_segments=10 (confirmed)",
@@ -427,6 +490,8 @@ pub fn aix() -> StackProfile {
         description: "IBM AIX 7",
         nagle: NagleMode::Classic,
         timestamps: false,
+        ts_recent: TsRecentRule::Rfc7323,
+        ts_hz: 1000.0,
         initial_window: 4,
         delayed_ack: DelayedAckTimer::GlobalTick {
             period: 200 * MS,
@@ -471,6 +536,8 @@ pub fn inet() -> StackProfile {
         description: "INET framework TcpReno, as its module tests run it",
         nagle: NagleMode::Classic,
         timestamps: false,
+        ts_recent: TsRecentRule::Rfc7323,
+        ts_hz: 1000.0,
         initial_window: 1,
         delayed_ack: DelayedAckTimer::PerConnection { delay: 200 * MS },
         ack_every_segments: 2,

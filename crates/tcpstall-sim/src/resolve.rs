@@ -119,10 +119,37 @@ pub(crate) fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, Scenar
             }
         };
     }
+    if let Some(rule) = &config.ts_recent {
+        profile.ts_recent = match rule.as_str() {
+            "rfc1323" => crate::profile::TsRecentRule::Rfc1323,
+            "rfc7323" => crate::profile::TsRecentRule::Rfc7323,
+            other => {
+                return Err(ScenarioError::Invalid(format!(
+                    "ts_recent {other:?}: use rfc1323 or rfc7323"
+                )));
+            }
+        };
+    }
+    if let Some(hz) = config.ts_hz {
+        // RFC 7323 5.4: a tick of 1 ms to 1 s.
+        if !(1.0..=1000.0).contains(&hz) {
+            return Err(ScenarioError::Invalid(format!(
+                "ts_hz must be 1 to 1000 ticks a second (RFC 7323 5.4), got {hz}"
+            )));
+        }
+        profile.ts_hz = hz;
+    }
     let announced_mss = config.mss.unwrap_or(mtu - 40);
     if !(88..=65_495).contains(&announced_mss) {
         return Err(ScenarioError::Invalid(format!(
             "mss must be 88 to 65495, got {announced_mss}"
+        )));
+    }
+    if let Some(bytes) = config.sndbuf
+        && !(256..=1 << 30).contains(&bytes)
+    {
+        return Err(ScenarioError::Invalid(format!(
+            "sndbuf must be 256 bytes to 1 GiB, got {bytes}"
         )));
     }
     Ok(Side {
@@ -130,6 +157,7 @@ pub(crate) fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, Scenar
         options: config.options,
         announced_mss,
         reader: resolve_reader(&config.reader)?,
+        sndbuf: config.sndbuf,
     })
 }
 

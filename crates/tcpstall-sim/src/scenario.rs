@@ -66,6 +66,15 @@ pub struct SideConfig {
     pub delack_ticks: Option<u32>,
     /// Override the Nagle variant: "classic", "minshall", "off".
     pub nagle: Option<String>,
+    /// Override which arriving segments set TS.Recent (what TSecr echoes): "rfc1323"
+    /// (only a segment covering the last ACK sent, never a pure ACK) or "rfc7323" (any
+    /// segment at or below it).
+    pub ts_recent: Option<String>,
+    /// Override the TSval clock's ticks per second (1 to 1000, RFC 7323 5.4).
+    pub ts_hz: Option<f64>,
+    /// SO_SNDBUF: bytes written and not yet acknowledged the socket holds; a write
+    /// beyond it blocks until ACKs free room. None: large enough never to limit.
+    pub sndbuf: Option<u32>,
     /// How this side's application reads what arrives.
     #[serde(flatten)]
     pub reader: ReaderConfig,
@@ -80,6 +89,9 @@ impl Default for SideConfig {
             delack_ms: None,
             delack_ticks: None,
             nagle: None,
+            ts_recent: None,
+            ts_hz: None,
+            sndbuf: None,
             reader: ReaderConfig::default(),
         }
     }
@@ -116,6 +128,11 @@ pub struct LinkConfig {
     pub server_to_client_ms: Option<f64>,
     /// Uniform extra delay per packet, 0 to this many milliseconds (order is kept).
     pub jitter_ms: f64,
+    /// A varying one-way delay, as a fraction of it: each packet's delay follows a
+    /// bounded random walk between the one-way delay and that times `1 + delay_variation`
+    /// (a queue filling and draining; 0.1 to 0.3 is typical of a WAN path), in order,
+    /// drawn from the seed. 0: a fixed delay.
+    pub delay_variation: f64,
     /// Probability that a packet is lost.
     pub loss: f64,
     /// Seed of jitter, loss and tick phases: a run is a function of the scenario.
@@ -138,6 +155,7 @@ impl Default for LinkConfig {
             client_to_server_ms: None,
             server_to_client_ms: None,
             jitter_ms: 0.0,
+            delay_variation: 0.0,
             loss: 0.0,
             seed: 1,
             mtu: 1500,
@@ -301,6 +319,10 @@ pub const PATTERNS: &[(&str, &str)] = &[
         "stream",
         "one-way: the client writes `request` (64 KiB) over and over, no reply; with a slow reader the window closes",
     ),
+    (
+        "two-way",
+        "both ends talk at once (SSH, a VPN over TCP): each writes a 16 + 48-byte message, and its next after reading the other's",
+    ),
     ("custom", "`request` and `response` write sizes as given"),
     (
         "script",
@@ -342,6 +364,8 @@ pub struct Side {
     /// The MSS option this side announces.
     pub announced_mss: u32,
     pub reader: Reader,
+    /// SO_SNDBUF, bytes; None: no limit.
+    pub sndbuf: Option<u32>,
 }
 
 /// A resolved [`ReaderConfig`].
@@ -402,6 +426,12 @@ impl ScenarioFile {
                 )));
             }
         }
+        if !(0.0..=4.0).contains(&link.delay_variation) {
+            return Err(ScenarioError::Invalid(format!(
+                "link delay_variation must be between 0 and 4 (a fraction of the delay), got {}",
+                link.delay_variation
+            )));
+        }
         if !(0.0..1.0).contains(&link.loss) {
             return Err(ScenarioError::Invalid(format!(
                 "link loss must be in [0, 1), got {}",
@@ -425,6 +455,7 @@ impl ScenarioFile {
             "http-keepalive" => (vec![90], vec![180, 320], 1, 20),
             "interactive" => (vec![1], vec![1], 1, 20),
             "periodic" => (vec![54], vec![1], 1, 50),
+            "two-way" => (vec![16, 48], vec![16, 48], 1, 10),
             "stream" => (vec![65_536], vec![1], 1, 16),
             "custom" => (Vec::new(), Vec::new(), 1, 10),
             "script" => {

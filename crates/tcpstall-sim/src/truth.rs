@@ -421,8 +421,9 @@ impl TruthInputs<'_> {
             .is_some_and(|t| matches!(t.kind, SegmentKind::ReadAck | SegmentKind::ProbeAnswer));
         let short_hold = held_for < self.min_gap;
         // Released by a prompt ACK: the data waited for the path (and its queue), not the
-        // application, unless the hold was short and the write itself came late.
-        let (app, app_also) = if short_hold {
+        // application, unless the hold was short and the write itself came late. A write
+        // a full send buffer blocked was made long before its data could go: never late.
+        let (app, app_also) = if short_hold && reason != HoldReason::SendBuffer {
             (app, app_also)
         } else {
             (Label::NoGap, 0)
@@ -446,7 +447,10 @@ impl TruthInputs<'_> {
             }
         };
         let (label, also, borderline) = match reason {
-            HoldReason::Nagle | HoldReason::CongestionWindow | HoldReason::ReceiveWindow => {
+            HoldReason::Nagle
+            | HoldReason::CongestionWindow
+            | HoldReason::ReceiveWindow
+            | HoldReason::SendBuffer => {
                 let class = if reason == HoldReason::Nagle {
                     Label::NagleDelayedAck
                 } else {
