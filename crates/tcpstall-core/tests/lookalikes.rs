@@ -6,7 +6,7 @@ mod common;
 
 use common::{MS, US, Wire};
 use tcpstall_core::basis::Link;
-use tcpstall_core::detect::{Confidence, StallClass, StallEvent};
+use tcpstall_core::detect::{StallClass, StallEvent};
 use tcpstall_core::diagnosis::{ConnectionDiagnosis, Verdict};
 use tcpstall_core::segment::{TcpFlags, TcpOptions};
 
