@@ -136,16 +136,13 @@ impl SenderEvidence {
     }
 }
 
-/// What a side's TCP timestamps (RFC 7323) show: the rate of its clock, and how fast the
-/// path alone brings its segments to the capture point. Updated on every segment, so kept
-/// in 32 bytes.
+/// What a side's TCP timestamps (RFC 7323) show: the rate of its clock and its newest
+/// TSval. Updated on every segment, so kept in 24 bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct TimestampClock {
     /// When the first TSval was seen (`Nanos::MIN`: none yet), and the newest.
     first_time: Nanos,
     last_time: Nanos,
-    /// The least (capture time - TSval in ms since the first), by a 1 ms clock.
-    least_transit: Nanos,
     first: u32,
     last: u32,
 }
@@ -155,7 +152,6 @@ impl Default for TimestampClock {
         TimestampClock {
             first_time: Nanos::MIN,
             last_time: Nanos::MIN,
-            least_transit: Nanos::MAX,
             first: 0,
             last: 0,
         }
@@ -169,14 +165,11 @@ impl TimestampClock {
             *self = TimestampClock {
                 first_time: time,
                 last_time: time,
-                least_transit: time,
                 first: tsval,
                 last: tsval,
             };
             return true;
         }
-        let transit = time - i64::from(tsval.wrapping_sub(self.first) as i32) * 1_000_000;
-        self.least_transit = self.least_transit.min(transit);
         let newer = (tsval.wrapping_sub(self.last) as i32) > 0;
         if newer {
             self.last = tsval;
@@ -197,11 +190,6 @@ impl TimestampClock {
         let span = self.last_time - self.first_time;
         (self.first_time != Nanos::MIN && span >= 200_000_000 && (20..1 << 31).contains(&ticks))
             .then(|| f64::from(ticks) / crate::segment::secs(span))
-    }
-
-    /// The first TSval, and the least (capture time - TSval) by a 1 ms clock.
-    pub fn least_transit(&self) -> Option<(u32, Nanos)> {
-        (self.first_time != Nanos::MIN).then_some((self.first, self.least_transit))
     }
 }
 
@@ -236,14 +224,13 @@ mod tests {
     }
 
     #[test]
-    fn a_timestamp_clock_reads_its_rate_and_the_path_alone() {
+    fn a_timestamp_clock_reads_its_rate_and_its_newest_tsval() {
         let mut clock = TimestampClock::default();
         assert!(clock.observe(0, 100));
-        // 1 ms ticks; the second segment took 3 ms longer to arrive.
+        // 1 ms ticks; a segment with the same TSval is not newer.
         assert!(clock.observe(500_000_000, 600));
         assert!(!clock.observe(503_000_000, 600));
         assert!((clock.rate().unwrap() - 1000.0).abs() < 1e-6);
-        assert_eq!(clock.least_transit(), Some((100, 0)));
         assert_eq!(clock.newest(), Some(600));
     }
 
