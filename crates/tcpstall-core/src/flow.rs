@@ -777,10 +777,19 @@ impl Connection {
             // latest data reached its sender: if it does not cover that data, the data
             // crossed it, and the pure ACK before that data is what it answered.
             let crossed = segment.flags.ack()
-                && last_from_peer.as_ref().is_some_and(|p| p.carries_data)
+                && peer
+                    .last_segment()
+                    .is_some_and(|p| p.carries_data && p.time <= t)
                 && peer.position(segment.ack) < peer.snd_max;
             if crossed {
-                last_from_peer = peer.last_pure_ack.get(peer.window).filter(in_gap);
+                // The crossing data may itself have opened the gap (both ends held data at
+                // once): the pure ACK before it may precede the gap, but not the sender's
+                // own last data, which it must have followed to release anything.
+                let since_own_data = self.dirs[x].sender.last_data_time().unwrap_or(gap_start);
+                last_from_peer = peer
+                    .last_pure_ack
+                    .get(peer.window)
+                    .filter(|p| p.time > since_own_data.min(gap_start) && p.time <= t);
             }
             // The round trip of the peer's last prompt ACK, if it covered the same
             // flight of data as the candidate release.
