@@ -5,6 +5,7 @@
 
 use crate::detect::PeerSegment;
 use crate::evidence::SHORTEST_TIMER;
+use crate::path::HOST_TURNAROUND;
 use crate::segment::Nanos;
 
 /// Data segments captured this close together were sent in one flight: a prompt ACK for
@@ -33,6 +34,9 @@ impl AckRecord {
     const PROMPT: u8 = 2;
     /// It acknowledged exactly one full segment.
     const SINGLE_FULL: u8 = 4;
+    /// It came as soon after the previous ACK as the path delivers the segments it
+    /// acknowledged, which were already in flight when that ACK came.
+    const PACED: u8 = 8;
 
     fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
@@ -71,6 +75,9 @@ pub struct AckHistory {
     covering: AckRecord,
     /// The least round trip of an ACK for a large segment (0: none yet).
     large_round_trip: Nanos,
+    /// How long the path took to deliver one queued segment, as the latest prompt ACK for
+    /// segments already in flight measured it (0: none yet).
+    delivery_per_segment: Nanos,
 }
 
 impl AckHistory {
@@ -89,6 +96,29 @@ impl AckHistory {
         }
         if ack.segments == 1 && ack.newest_full {
             flags |= AckRecord::SINGLE_FULL;
+        }
+        // Data queued on the path (sent before the previous ACK came) reaches the receiver
+        // one segment's delivery time after another, and its ACKs follow at that pace (the
+        // ACK clock: Jacobson, "Congestion Avoidance and Control", 1988, section 2). An ACK
+        // that came no later than its segments' delivery after the previous one was not
+        // held by a timer, however late its round trip.
+        let previous = self.recent[0];
+        let interval = ack.time - previous.time;
+        let queued = previous.has(AckRecord::SEEN)
+            && previous.data_time < ack.data_time
+            && ack.data_time < previous.time
+            && ack.segments > 0;
+        if queued
+            && self.delivery_per_segment > 0
+            && interval <= self.delivery_per_segment * Nanos::from(ack.segments) + HOST_TURNAROUND
+        {
+            flags |= AckRecord::PACED;
+        }
+        // RFC 1122 4.2.3.2: an ACK for two full segments is sent at once, so its spacing
+        // from the previous ACK is the path's delivery of them.
+        let covers_two = ack.newly_acked * 2 > u64::from(full_size) * 3;
+        if queued && covers_two {
+            self.delivery_per_segment = (interval / Nanos::from(ack.segments)).max(1);
         }
         let record = AckRecord {
             data_time: ack.data_time,
@@ -138,6 +168,12 @@ impl AckHistory {
             && previous.has(AckRecord::SINGLE_FULL)
             && (latest.data_time - previous.data_time).abs() < SHORTEST_TIMER
             && latest.time - previous.time < SHORTEST_TIMER
+    }
+
+    /// Whether `ack` came at the pace the path delivers queued segments (see
+    /// [`AckHistory::observe`]): paced by the path, not held.
+    pub fn paced_by_delivery(&self, ack: &PeerSegment) -> bool {
+        self.recent[0].is(ack) && self.recent[0].has(AckRecord::PACED)
     }
 
     /// The least round trip of its ACKs for large segments (1 KB and more).
@@ -206,5 +242,29 @@ mod tests {
         assert!(history.acks_every_segment(&peer(72 * MS, 100_000)));
         // Not for an ACK that is not the latest.
         assert!(!history.acks_every_segment(&peer(60 * MS, 0)));
+    }
+
+    #[test]
+    fn acks_for_queued_segments_come_at_the_paths_delivery_pace() {
+        // A 1 Mbit/s bottleneck: 12 ms a full segment, a flight of ten queued at once.
+        let mut history = AckHistory::default();
+        let sent = |i: Nanos| i * MS / 100;
+        let mut at = 50 * MS;
+        for pair in 0..3 {
+            at += 24 * MS;
+            history.observe(pure(at, sent(2 * pair + 1), 2), 1448, MS);
+        }
+        // Two more queued segments (one of them short), 16 ms on: paced, not held.
+        at += 16 * MS;
+        history.observe(pure(at, sent(8), 2), 1448, MS);
+        assert!(history.paced_by_delivery(&peer(at, sent(8))));
+        // The flight's last segment, acknowledged 40 ms after the one before: a timer.
+        at += 40 * MS;
+        history.observe(pure(at, sent(9), 1), 1448, MS);
+        assert!(!history.paced_by_delivery(&peer(at, sent(9))));
+        // Data sent after the previous ACK came was not queued: its ACK says nothing of
+        // the pace.
+        history.observe(pure(at + 20 * MS, at + MS, 1), 1448, MS);
+        assert!(!history.paced_by_delivery(&peer(at + 20 * MS, at + MS)));
     }
 }

@@ -284,6 +284,8 @@ pub struct GapContext {
     /// The other side acknowledged the previous full segment of the same flight alone,
     /// sooner than any timer: it acknowledges every segment.
     pub peer_acks_every_segment: bool,
+    /// The releasing ACK came at the pace the path delivers queued segments.
+    pub peer_paced_by_delivery: bool,
     /// The other side's least round trip for a large data segment (1 KB and more).
     pub peer_large_data_rtt: Option<Nanos>,
     /// The other side's last segment before the one ending the gap, if it came inside it.

@@ -14,6 +14,7 @@
 
 use crate::basis::Link;
 use crate::detect::{DetectConfig, GapContext, PeerSegment};
+use crate::path::HOST_TURNAROUND;
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
 /// The shortest per-connection delayed-ACK timer of the known stacks (Linux's
@@ -119,13 +120,6 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
     }
 }
 
-/// How much longer (or shorter) a host takes to send what an ACK released than to answer
-/// data with an ACK: measured in the lab (`tcpstall lab --pattern P -n 200 --capture`, patterns
-/// two-writes, http-keepalive and proxy-split on this project's 2-core Linux 6.x host under
-/// load: the reaction beyond the ACK round trip was 44-57 us at the median, 0.13-1.35 ms
-/// at the 99th percentile, 2.45 ms at most).
-const HOST_TURNAROUND: Nanos = 2_500_000;
-
 /// The latest a reaction counts as on time: the least round trip from the capture point
 /// to the sender, the spread allowed to its round trips, the host's turnaround, and the
 /// capture clock's step.
@@ -211,6 +205,9 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     };
     if ctx.peer_acks_every_segment {
         return AckTiming::Prompt("peer-acks-every-segment");
+    }
+    if ctx.peer_paced_by_delivery {
+        return AckTiming::Prompt("ack-paced-by-delivery");
     }
     let peer = 1 - ctx.sender;
     let sample = ack.time - data_seen;

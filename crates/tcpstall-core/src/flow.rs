@@ -799,6 +799,9 @@ impl Connection {
             let peer_acks_every_segment = last_from_peer
                 .as_ref()
                 .is_some_and(|ack| self.dirs[y].acks.acks_every_segment(ack));
+            let peer_paced_by_delivery = last_from_peer
+                .as_ref()
+                .is_some_and(|ack| self.dirs[y].acks.paced_by_delivery(ack));
             let sender_acked_peer_at = previous_own_ack.filter(|&time| time > gap_start);
             let ctx = GapContext {
                 gap_start,
@@ -825,6 +828,7 @@ impl Connection {
                 clock_step: 0,
                 prompt_round_trip,
                 peer_acks_every_segment,
+                peer_paced_by_delivery,
                 peer_large_data_rtt: self.dirs[y].acks.large_round_trip(),
                 last_from_peer,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,

@@ -132,7 +132,6 @@ fn prompt_acks_over_a_400_ms_path_are_not_stalls() {
 }
 
 #[test]
-#[ignore = "the detector takes a Nagle hold released by a bottleneck-paced ACK for a stall"]
 fn send_buffers_paced_by_a_bottleneck_are_not_stalls() {
     assert_no_false_stall("send-buffer");
 }
