@@ -191,5 +191,6 @@ fn resolve_reader(config: &ReaderConfig) -> Result<Reader, ScenarioError> {
         read_bytes: config.read_bytes,
         read_interval: millis_to_nanos(config.read_interval_ms),
         read_delay: millis_to_nanos(config.read_delay_ms),
+        stop_after_bytes: config.stop_after_bytes,
     })
 }
