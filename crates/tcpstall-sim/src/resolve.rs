@@ -139,6 +139,9 @@ pub(crate) fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, Scenar
         }
         profile.ts_hz = hz;
     }
+    if let Some(timestamps) = config.timestamps {
+        profile.timestamps = timestamps;
+    }
     let announced_mss = config.mss.unwrap_or(mtu - 40);
     if !(88..=65_495).contains(&announced_mss) {
         return Err(ScenarioError::Invalid(format!(

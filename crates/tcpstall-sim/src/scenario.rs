@@ -72,6 +72,10 @@ pub struct SideConfig {
     pub ts_recent: Option<String>,
     /// Override the TSval clock's ticks per second (1 to 1000, RFC 7323 5.4).
     pub ts_hz: Option<f64>,
+    /// Override whether this side offers TCP timestamps in its SYN (Linux
+    /// net.ipv4.tcp_timestamps, Windows Tcp1323Opts, FreeBSD net.inet.tcp.rfc1323); they
+    /// are used when both sides offer them (RFC 7323 3.2).
+    pub timestamps: Option<bool>,
     /// SO_SNDBUF: bytes written and not yet acknowledged the socket holds; a write
     /// beyond it blocks until ACKs free room. None: large enough never to limit.
     pub sndbuf: Option<u32>,
@@ -91,6 +95,7 @@ impl Default for SideConfig {
             nagle: None,
             ts_recent: None,
             ts_hz: None,
+            timestamps: None,
             sndbuf: None,
             reader: ReaderConfig::default(),
         }
