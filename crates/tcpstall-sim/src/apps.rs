@@ -123,14 +123,22 @@ impl Simulation<'_> {
             }
             Shape::Script => {
                 for side in [CLIENT, SERVER] {
-                    let script = if side == CLIENT {
-                        &self.scenario.client_script
+                    let (script, urgent) = if side == CLIENT {
+                        (&self.scenario.client_script, &self.scenario.client_urgent)
                     } else {
-                        &self.scenario.server_script
+                        (&self.scenario.server_script, &self.scenario.server_urgent)
                     };
-                    for &(at, bytes) in script {
+                    for (n, &(at, bytes)) in script.iter().enumerate() {
                         let at = at.max(self.now);
-                        self.schedule(at, Event::ScriptWrite { side, bytes });
+                        let urgent = urgent.contains(&n);
+                        self.schedule(
+                            at,
+                            Event::ScriptWrite {
+                                side,
+                                bytes,
+                                urgent,
+                            },
+                        );
                     }
                 }
             }
@@ -216,12 +224,23 @@ impl Simulation<'_> {
     }
 
     /// A scripted write is due.
-    pub(crate) fn script_write(&mut self, side: usize, bytes: u32) {
+    pub(crate) fn script_write(&mut self, side: usize, bytes: u32, urgent: bool) {
         if side == CLIENT {
             self.apps.issued += 1;
             self.apps.starts.push(self.now);
         }
-        self.write_some(side, vec![(bytes, false)], WriteCause::OwnClock);
+        if !urgent {
+            self.write_some(side, vec![(bytes, false)], WriteCause::OwnClock);
+            return;
+        }
+        let mut out = Output::default();
+        self.endpoints[side].app_write_urgent(self.now, bytes, &mut out);
+        self.writes[side].push(WriteRecord {
+            end: self.endpoints[side].written(),
+            time: self.now,
+            cause: WriteCause::OwnClock,
+        });
+        self.apply(side, out);
     }
 
     /// close(): the FIN follows the data written.
@@ -269,16 +288,32 @@ impl Simulation<'_> {
     pub(crate) fn app_read(&mut self, side: usize) {
         let reader = self.reader(side);
         self.reads[side].pending = false;
+        let left = |total: u64| {
+            reader
+                .stop_after_bytes
+                .map_or(READ_ALL, |stop| stop.saturating_sub(total))
+        };
+        if left(self.reads[side].total) == 0 {
+            // The application no longer reads.
+            return;
+        }
         self.reads[side].last_read = Some(self.now);
-        let limit = reader.read_bytes.map_or(READ_ALL, u64::from);
         let mut calls = 0;
         loop {
+            let limit = reader
+                .read_bytes
+                .map_or(READ_ALL, u64::from)
+                .min(left(self.reads[side].total));
+            if limit == 0 {
+                return;
+            }
             let mut out = Output::default();
             let took = self.endpoints[side].app_read(self.now, limit, &mut out);
             self.apply(side, out);
             if took == 0 {
                 break;
             }
+            self.reads[side].total += took;
             self.deliver(side, took);
             calls += 1;
             if reader.read_interval > 0 || calls >= MAX_READS_PER_WAKEUP {

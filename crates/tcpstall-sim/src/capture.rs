@@ -82,7 +82,7 @@ pub fn finish(
 fn continues(record: &Captured, next: &Captured, host: usize) -> bool {
     let (a, b) = (&record.segment, &next.segment);
     let plain = |s: &WireSegment| {
-        s.len > 0 && !s.syn && !s.fin && s.kind == SegmentKind::Data && !s.retransmission
+        s.len > 0 && !s.syn && !s.fin && !s.urg && s.kind == SegmentKind::Data && !s.retransmission
     };
     if a.from != b.from || !plain(a) || !plain(b) || a.seq + u64::from(a.len) != b.seq {
         return false;
@@ -154,6 +154,9 @@ pub fn to_segment(captured: &Captured, isn: [u32; 2]) -> Segment {
     if s.psh {
         flags |= TcpFlags::PSH;
     }
+    if s.urg {
+        flags |= TcpFlags::URG;
+    }
     let window = if s.syn {
         s.window.min(65_535) as u16
     } else {
@@ -208,6 +211,7 @@ mod tests {
                 fin: false,
                 ack_flag: true,
                 psh,
+                urg: false,
                 window: 65_536,
                 timestamps: None,
                 mss_option: None,

@@ -53,6 +53,8 @@ pub struct WireSegment {
     pub fin: bool,
     pub ack_flag: bool,
     pub psh: bool,
+    /// URG: the segment starts before the urgent pointer.
+    pub urg: bool,
     pub window: u64,
     pub timestamps: Option<(u32, u32)>,
     pub mss_option: Option<u32>,
@@ -160,6 +162,9 @@ pub struct Endpoint {
     app_pending: u64,
     pending_push: bool,
     snd_sml: u64,
+    /// The urgent pointer: the end of the last urgent write (0: none). The sender is in
+    /// urgent mode until it is acknowledged.
+    snd_up: u64,
     cwnd: u64,
     ssthresh: u64,
     /// The right edge of the peer's window (SND.UNA + SND.WND), and the largest window
@@ -234,6 +239,7 @@ impl Endpoint {
             app_pending: 0,
             pending_push: false,
             snd_sml: 0,
+            snd_up: 0,
             cwnd: 0,
             ssthresh: u64::MAX,
             peer_right_edge: 1 + RECEIVE_WINDOW,
@@ -333,6 +339,7 @@ impl Endpoint {
             fin: false,
             ack_flag: ack,
             psh: false,
+            urg: false,
             window: self.syn_window(),
             timestamps: with_timestamps
                 .then(|| (self.tsval(now), if ack { self.ts_recent } else { 0 })),
@@ -394,6 +401,9 @@ impl Endpoint {
             fin: false,
             ack_flag: true,
             psh: false,
+            // Linux __tcp_transmit_skb (v6.6): URG on every segment that starts before
+            // snd_up while in urgent mode.
+            urg: seq < self.snd_up,
             window,
             timestamps: self.timestamps.then(|| (self.tsval(now), self.ts_recent)),
             mss_option: None,
@@ -422,6 +432,18 @@ impl Endpoint {
         self.app_pending += u64::from(bytes);
         self.pending_push = !more;
         self.take_pending(false);
+        self.try_send(now, None, out);
+    }
+
+    /// A send() with MSG_OOB: the write's last byte is urgent, and the sender is in urgent
+    /// mode until it is acknowledged (Linux v6.6 tcp_sendmsg_locked and tcp_mark_urg:
+    /// snd_up = write_seq; FreeBSD tcp_usr_send with PRUS_OOB: snd_up = snd_una + the
+    /// bytes queued).
+    pub fn app_write_urgent(&mut self, now: Nanos, bytes: u32, out: &mut Output) {
+        self.app_pending += u64::from(bytes);
+        self.pending_push = true;
+        self.take_pending(false);
+        self.snd_up = self.written();
         self.try_send(now, None, out);
     }
 
@@ -502,6 +524,11 @@ impl Endpoint {
     /// unacknowledged; Minshall's variant (Linux tcp_minshall_check) only while a sub-MSS
     /// segment is.
     fn nagle_holds(&self) -> bool {
+        // Urgent mode goes past Nagle: Linux v6.6 tcp_nagle_test (tcp_urg_mode: snd_up !=
+        // snd_una), FreeBSD tcp_output (SEQ_GT(snd_up, snd_una): send).
+        if self.snd_up > self.snd_una {
+            return false;
+        }
         let mode = if self.options.nodelay {
             NagleMode::Off
         } else {

@@ -66,6 +66,8 @@ pub(crate) enum Event {
     ScriptWrite {
         side: usize,
         bytes: u32,
+        /// Sent with MSG_OOB.
+        urgent: bool,
     },
     /// The application wakes to read.
     AppRead {
@@ -150,6 +152,8 @@ pub(crate) fn secs(n: Nanos) -> f64 {
 pub(crate) struct ReadState {
     pub pending: bool,
     pub last_read: Option<Nanos>,
+    /// Bytes the application has read in all.
+    pub total: u64,
 }
 
 pub struct Simulation<'a> {
@@ -324,7 +328,11 @@ impl<'a> Simulation<'a> {
                 Event::AppWrite { side } => self.app_timer(side),
                 Event::WriteRest { side, writes } => self.write_rest(side, writes),
                 Event::AppRead { side } => self.app_read(side),
-                Event::ScriptWrite { side, bytes } => self.script_write(side, bytes),
+                Event::ScriptWrite {
+                    side,
+                    bytes,
+                    urgent,
+                } => self.script_write(side, bytes, urgent),
                 Event::AppClose { side } => self.close(side, WriteCause::OwnClock),
             }
         }

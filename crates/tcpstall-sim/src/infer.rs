@@ -79,6 +79,10 @@ impl Default for Limits {
 
 const MS: f64 = NANOS_PER_MILLI as f64;
 
+/// TCP timestamps take 12 option bytes (RFC 7323 3.2: 10 bytes, padded to 12) in every
+/// segment, out of the MSS a side announced.
+const TIMESTAMP_OPTION_BYTES: u32 = 12;
+
 fn ms(n: Nanos) -> f64 {
     n as f64 / MS
 }
@@ -201,6 +205,24 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
         json!(delayer_stack),
         delayer_source,
     );
+    // Timestamps as the capture shows them, whatever the stacks' defaults.
+    for (cfg, profile, key) in [
+        (&mut *holder_cfg, &holder_profile, holder_key),
+        (&mut *delayer_cfg, &delayer_profile, delayer_key),
+    ] {
+        if profile.timestamps != d.timestamps {
+            cfg.timestamps = Some(d.timestamps);
+            note(
+                &format!("{key}.timestamps"),
+                json!(d.timestamps),
+                if d.timestamps {
+                    "the capture's segments carry timestamps".into()
+                } else {
+                    "the capture's segments carry no timestamps".into()
+                },
+            );
+        }
+    }
     if direction.classic_nagle_evidence && holder_profile.nagle == NagleMode::Minshall {
         holder_cfg.nagle = Some("classic".into());
         note(
@@ -248,10 +270,10 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
         );
         file.capture = Some(point);
     }
-    // Each side announces what the other sends, plus the timestamp option when both
-    // stacks use it.
-    let option_bytes = if holder_profile.timestamps && delayer_profile.timestamps {
-        12
+    // Each side announces what the other sends, plus the timestamp option when the
+    // capture's segments carry it (RFC 7323 3.2: both SYNs offered it).
+    let option_bytes = if d.timestamps {
+        TIMESTAMP_OPTION_BYTES
     } else {
         0
     };

@@ -1,7 +1,7 @@
 //! The path between the endpoints: each host's interface (serialization at the link
 //! bandwidth), the propagation delay with jitter, a varying queue-like delay and loss,
 //! and an optional bottleneck with a FIFO queue and tail drop, placed just beyond the
-//! capture point.
+//! capture point, as is an optional outage (the path stops forwarding for a while).
 //!
 //! The capture point sits at a fraction of each one-way delay. The bottleneck sits on
 //! its far side: between the capture point and the server for a client or tap capture,
@@ -132,6 +132,17 @@ impl Link {
         }
     }
 
+    /// When a packet reaching the far side of the capture point at `at` goes on: at once,
+    /// or when the outage it meets ends.
+    fn outage_end(&self, at: Nanos) -> Nanos {
+        let Some(start) = self.config.outage_at_ms else {
+            return at;
+        };
+        let to_nanos = |ms: f64| (ms * 1e6).round() as Nanos;
+        let (start, end) = (to_nanos(start), to_nanos(start + self.config.outage_ms));
+        if (start..end).contains(&at) { end } else { at }
+    }
+
     /// The endpoint on the capture point's side of the bottleneck.
     fn near_side(&self) -> usize {
         usize::from(self.capture_fraction >= 1.0)
@@ -181,14 +192,23 @@ impl Link {
             lane.last_captured = departed_host + to_capture;
         }
         let at_capture = departed_host + to_capture;
+        // A packet reaching an outage beyond the capture point waits for its end, in order.
+        let past_point = self.outage_end(at_capture);
         let (captured_at, leaves_point, queued, dropped_in_queue) = match self.config.bottleneck_bps
         {
-            None => (at_capture, at_capture, 0, false),
+            None => {
+                let seen = if from == self.near_side() {
+                    at_capture
+                } else {
+                    past_point
+                };
+                (seen, past_point, past_point - at_capture, false)
+            }
             Some(bps) => {
                 let queue = &mut self.bottleneck[from];
                 match enqueue(
                     queue,
-                    at_capture,
+                    past_point,
                     bytes,
                     bps,
                     self.config.bottleneck_queue_packets,

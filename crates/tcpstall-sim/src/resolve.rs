@@ -139,6 +139,9 @@ pub(crate) fn resolve_side(config: &SideConfig, mtu: u32) -> Result<Side, Scenar
         }
         profile.ts_hz = hz;
     }
+    if let Some(timestamps) = config.timestamps {
+        profile.timestamps = timestamps;
+    }
     let announced_mss = config.mss.unwrap_or(mtu - 40);
     if !(88..=65_495).contains(&announced_mss) {
         return Err(ScenarioError::Invalid(format!(
@@ -191,5 +194,6 @@ fn resolve_reader(config: &ReaderConfig) -> Result<Reader, ScenarioError> {
         read_bytes: config.read_bytes,
         read_interval: millis_to_nanos(config.read_interval_ms),
         read_delay: millis_to_nanos(config.read_delay_ms),
+        stop_after_bytes: config.stop_after_bytes,
     })
 }

@@ -72,6 +72,10 @@ pub struct SideConfig {
     pub ts_recent: Option<String>,
     /// Override the TSval clock's ticks per second (1 to 1000, RFC 7323 5.4).
     pub ts_hz: Option<f64>,
+    /// Override whether this side offers TCP timestamps in its SYN (Linux
+    /// net.ipv4.tcp_timestamps, Windows Tcp1323Opts, FreeBSD net.inet.tcp.rfc1323); they
+    /// are used when both sides offer them (RFC 7323 3.2).
+    pub timestamps: Option<bool>,
     /// SO_SNDBUF: bytes written and not yet acknowledged the socket holds; a write
     /// beyond it blocks until ACKs free room. None: large enough never to limit.
     pub sndbuf: Option<u32>,
@@ -91,6 +95,7 @@ impl Default for SideConfig {
             nagle: None,
             ts_recent: None,
             ts_hz: None,
+            timestamps: None,
             sndbuf: None,
             reader: ReaderConfig::default(),
         }
@@ -114,6 +119,9 @@ pub struct ReaderConfig {
     /// then (scheduling latency): responses that arrive close together are read in one
     /// call. 0: it reads each arrival at once.
     pub read_delay_ms: f64,
+    /// The application reads this many bytes in all and then no more (a consumer that
+    /// hangs): the window closes for good. None: it reads to the end.
+    pub stop_after_bytes: Option<u64>,
 }
 
 /// The path between the two endpoints.
@@ -145,6 +153,12 @@ pub struct LinkConfig {
     pub bottleneck_bps: Option<f64>,
     /// Packets the bottleneck queue holds before it drops (tail drop).
     pub bottleneck_queue_packets: u32,
+    /// The path beyond the capture point stops forwarding at this many milliseconds from
+    /// the start, in both directions, for `outage_ms` (a wireless link retrying, a route
+    /// being repaired, a paused virtual switch): packets reaching it meanwhile wait and go
+    /// on in order when it resumes, and nothing is lost. None: no outage.
+    pub outage_at_ms: Option<f64>,
+    pub outage_ms: f64,
 }
 
 impl Default for LinkConfig {
@@ -161,6 +175,8 @@ impl Default for LinkConfig {
             mtu: 1500,
             bottleneck_bps: None,
             bottleneck_queue_packets: 1000,
+            outage_at_ms: None,
+            outage_ms: 0.0,
         }
     }
 }
@@ -201,6 +217,11 @@ pub struct WorkloadConfig {
     pub client_script: Vec<(f64, u32)>,
     /// For `script`: the server's writes, the same way.
     pub server_script: Vec<(f64, u32)>,
+    /// For `script`: which of the client's writes (numbered from 0) are sent with MSG_OOB,
+    /// as urgent data (RFC 9293 3.8.5; a Telnet Synch, RFC 854).
+    pub client_urgent: Vec<usize>,
+    /// For `script`: the same for the server's writes.
+    pub server_urgent: Vec<usize>,
 }
 
 impl Default for WorkloadConfig {
@@ -222,6 +243,8 @@ impl Default for WorkloadConfig {
             split_first: 1424,
             client_script: Vec::new(),
             server_script: Vec::new(),
+            client_urgent: Vec::new(),
+            server_urgent: Vec::new(),
         }
     }
 }
@@ -351,6 +374,9 @@ pub struct Scenario {
     /// For `script`: each side's writes, when and how many bytes, in time order.
     pub client_script: Vec<(Nanos, u32)>,
     pub server_script: Vec<(Nanos, u32)>,
+    /// For `script`: the writes of each script sent as urgent data, by their number.
+    pub client_urgent: Vec<usize>,
+    pub server_urgent: Vec<usize>,
     pub capture: CapturePoint,
     pub capture_offload: bool,
     pub capture_miss: f64,
@@ -375,6 +401,7 @@ pub struct Reader {
     pub read_bytes: Option<u32>,
     pub read_interval: Nanos,
     pub read_delay: Nanos,
+    pub stop_after_bytes: Option<u64>,
 }
 
 impl Reader {
@@ -386,6 +413,7 @@ impl Reader {
                 read_bytes: None,
                 read_interval: 0,
                 read_delay: 0,
+                stop_after_bytes: None,
             }
     }
 }
@@ -417,6 +445,8 @@ impl ScenarioFile {
             ("client_to_server_ms", link.client_to_server_ms),
             ("server_to_client_ms", link.server_to_client_ms),
             ("jitter_ms", Some(link.jitter_ms)),
+            ("outage_at_ms", link.outage_at_ms),
+            ("outage_ms", Some(link.outage_ms)),
         ] {
             if let Some(v) = v
                 && !(0.0..600_000.0).contains(&v)
@@ -571,6 +601,17 @@ impl ScenarioFile {
                 "client_script and server_script need pattern = \"script\"".into(),
             ));
         }
+        for (what, urgent, script) in [
+            ("client_urgent", &w.client_urgent, &client_script),
+            ("server_urgent", &w.server_urgent, &server_script),
+        ] {
+            if let Some(&n) = urgent.iter().find(|&&n| n >= script.len()) {
+                return Err(ScenarioError::Invalid(format!(
+                    "{what}: write {n} is not in the script (it has {} writes, numbered from 0)",
+                    script.len()
+                )));
+            }
+        }
         if !(1..=10_000).contains(&w.connections) {
             return Err(ScenarioError::Invalid(format!(
                 "connections must be 1 to 10000, got {}",
@@ -595,6 +636,8 @@ impl ScenarioFile {
             connections: w.connections,
             client_script,
             server_script,
+            client_urgent: w.client_urgent.clone(),
+            server_urgent: w.server_urgent.clone(),
             client: resolve_side(&self.client, link.mtu)?,
             server: resolve_side(&self.server, link.mtu)?,
             link,

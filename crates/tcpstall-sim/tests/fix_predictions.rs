@@ -200,3 +200,60 @@ fn pipelining_seed002_as_the_lab_measured_it() {
     let ratio = pipelined.speedup / LAB_MEDIAN_SPEEDUP;
     assert!((0.75..=1.25).contains(&ratio), "{}", pipelined.speedup);
 }
+
+/// The scenario inferred from a simulated capture, and the capture's diagnosis.
+fn inferred_from(file: &ScenarioFile) -> (ConnectionDiagnosis, infer::Inferred) {
+    let scenario = file.resolve().expect("resolves");
+    let result = run(&scenario, true);
+    let bytes = pcap_bytes(&result, scenario.link.seed);
+    let analysis =
+        analyze(Cursor::new(bytes), "simulation", &AnalyzeOptions::default()).expect("analyzes");
+    let c = analysis
+        .connections
+        .into_iter()
+        .next()
+        .expect("a connection");
+    let inferred = infer::scenario_from(&c, Limits::default()).expect("a scenario");
+    (c, inferred)
+}
+
+/// Seed 002's exchange with timestamps (Linux's default), without (Linux with
+/// net.ipv4.tcp_timestamps=0), and with them on Windows hosts (Tcp1323Opts=3): the
+/// inferred scenario announces the timestamp option only when the capture's segments
+/// carry it, and sends segments as large as the capture's, timestamps as the capture.
+#[test]
+fn the_inferred_mss_counts_timestamps_only_when_the_capture_carries_them() {
+    for (stack, timestamps) in [
+        ("linux", None),
+        ("linux", Some(false)),
+        ("windows", Some(true)),
+    ] {
+        let mut file = ScenarioFile::default();
+        file.client.stack = stack.into();
+        file.server.stack = stack.into();
+        file.client.timestamps = timestamps;
+        file.server.timestamps = timestamps;
+        file.workload.response = vec![4000];
+        let (d, inferred) = inferred_from(&file);
+        let carried = timestamps.unwrap_or(true);
+        assert_eq!(d.timestamps, carried);
+        assert!(
+            d.stall_count > 0,
+            "{stack} {timestamps:?}: the capture stalls"
+        );
+        let options = if carried { 12 } else { 0 };
+        assert_eq!(inferred.file.server.mss, Some(d.client_mss.0 + options));
+        assert_eq!(inferred.file.client.mss, Some(d.server_mss.0 + options));
+        // Run as inferred, the stacks send what the capture showed.
+        let scenario = inferred.file.resolve().expect("resolves");
+        let replayed = run(&scenario, true);
+        assert_eq!(replayed.client_mss, d.client_mss.0);
+        assert_eq!(replayed.server_mss, d.server_mss.0);
+        assert!(
+            replayed
+                .captured
+                .iter()
+                .all(|c| c.segment.timestamps.is_some() == carried)
+        );
+    }
+}

@@ -1,7 +1,8 @@
 //! What the simulator does for each look-alike of a stall, packet by packet, and the
 //! true class it gives the gaps: windows that close and reopen, persist probes, window
 //! updates on reads, senders on their own clock, a bottleneck queue, offloaded and lossy
-//! captures, two responses read in one call.
+//! captures, two responses read in one call, a path that stops forwarding for a while, a
+//! reader that stops, urgent data.
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 use tcpstall_sim::RunResult;
@@ -338,4 +339,89 @@ fn offloaded_captures_keep_their_stalls_in_the_truth() {
         .count();
     assert_eq!(stalls, result.stalls.len());
     assert!(stalls >= 8, "{stalls}");
+}
+
+#[test]
+fn an_outage_holds_packets_in_order_and_loses_none() {
+    let mut file = scenario("linux", "linux", "two-writes");
+    file.link.rtt_ms = 2.0;
+    file.workload.transactions = 3;
+    let plain = run(&file);
+    file.link.outage_at_ms = Some(3.5);
+    file.link.outage_ms = 300.0;
+    let cut = run(&file);
+    assert!(cut.completed);
+    assert_eq!(
+        plain.segments_sent, cut.segments_sent,
+        "nothing lost or resent"
+    );
+    // The server's first ACK reaches the capture point at the client when the path
+    // resumes, and nothing passes it meanwhile.
+    let resumed = 303_500_000;
+    assert!(
+        cut.captured
+            .iter()
+            .all(|c| c.segment.from == CLIENT || c.time < 3_500_000 || c.time >= resumed)
+    );
+    let first_ack = cut
+        .captured
+        .iter()
+        .find(|c| c.segment.from == SERVER && !c.segment.syn)
+        .unwrap();
+    assert_eq!(first_ack.time, resumed);
+    assert!(cut.end_time - plain.end_time >= 300 * MS - MS);
+    let mut bad = file.clone();
+    bad.link.outage_ms = -1.0;
+    assert!(bad.resolve().is_err());
+}
+
+#[test]
+fn a_reader_that_stops_reads_no_more_and_its_window_stays_closed() {
+    let mut file = slow_reader(4096, 1024, 20.0);
+    file.workload.transactions = 1;
+    file.server.reader.stop_after_bytes = Some(3072);
+    let result = run(&file);
+    // One 64 KiB block never completes: the reader took 3 KiB and stopped.
+    assert!(!result.completed);
+    let last = result
+        .captured
+        .iter()
+        .rev()
+        .find(|c| c.segment.from == SERVER)
+        .unwrap();
+    assert_eq!(last.segment.window, 0);
+    // What the client got acknowledged is what fits: 3 KiB read and 4 KiB buffered.
+    assert!(last.segment.ack - 1 <= 3072 + 4096, "{}", last.segment.ack);
+    assert!(result.window_probes >= 3);
+}
+
+#[test]
+fn urgent_data_goes_past_nagle_until_it_is_acknowledged() {
+    // A FreeBSD server writes 3 bytes, then 1 with MSG_OOB, then 1, back to back; later
+    // 69 and 2 bytes, the 2 after the urgent byte was acknowledged.
+    let mut file = scenario("freebsd", "freebsd", "script");
+    file.workload.client_script = vec![(1.0, 5)];
+    file.workload.server_script = vec![(10.0, 3), (10.1, 1), (10.2, 1), (300.0, 69), (300.1, 2)];
+    file.workload.server_urgent = vec![1];
+    let result = run(&file);
+    let server_data: Vec<&tcpstall_sim::capture::Captured> = result
+        .captured
+        .iter()
+        .filter(|c| c.segment.from == SERVER && c.segment.len > 0)
+        .collect();
+    let lens: Vec<u32> = server_data.iter().map(|c| c.segment.len).collect();
+    assert_eq!(lens, [3, 1, 1, 69, 2]);
+    // Classic Nagle would hold the urgent byte and the one after it behind the 3 bytes;
+    // in urgent mode they leave at once.
+    assert!(server_data[1..3].iter().all(|c| c.segment.held.is_none()));
+    assert!(server_data[1].segment.urg && !server_data[2].segment.urg);
+    assert!(server_data[2].time - server_data[0].time < MS);
+    // Once the urgent byte is acknowledged, Nagle holds small segments again.
+    assert!(matches!(
+        server_data[4].segment.held,
+        Some((tcpstall_sim::endpoint::HoldReason::Nagle, _))
+    ));
+    let mut bad = file.clone();
+    bad.workload.server_urgent = vec![5];
+    assert!(bad.resolve().is_err());
 }

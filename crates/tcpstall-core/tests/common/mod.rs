@@ -27,8 +27,6 @@ pub struct Wire {
     clock_ms: u32,
     /// The raw window field every segment carries (scale 7 after the handshake).
     pub window: u16,
-    /// The next segment echoes this TSecr instead of the newest TSval seen.
-    pub echo_once: Option<u32>,
     /// The newest TSval each side (client, server) has sent: the other side echoes it.
     last_tsval: [u32; 2],
 }
@@ -47,7 +45,6 @@ impl Wire {
             clock_ms: 1000,
             last_tsval: [0, 0],
             window: 512,
-            echo_once: None,
         }
     }
 
@@ -75,8 +72,7 @@ impl Wire {
             // other side seen at the capture point (a capture on the sender's host).
             self.clock_ms = 1000 + (time / MS) as u32;
             let (own, other) = if from_client { (0, 1) } else { (1, 0) };
-            let echo = self.echo_once.take().unwrap_or(self.last_tsval[other]);
-            options.timestamps = Some((self.clock_ms, echo));
+            options.timestamps = Some((self.clock_ms, self.last_tsval[other]));
             self.last_tsval[own] = self.clock_ms;
         }
         let segment = Segment {
@@ -133,11 +129,6 @@ impl Wire {
 
     pub fn ack(&mut self, from_client: bool, t: Nanos) {
         self.emit(from_client, t, 0, TcpFlags::ACK, TcpOptions::default());
-    }
-
-    /// The newest TSval `client` (or the server) has sent.
-    pub fn last_tsval_of(&self, client: bool) -> u32 {
-        self.last_tsval[usize::from(!client)]
     }
 
     pub fn only(self) -> ConnectionDiagnosis {

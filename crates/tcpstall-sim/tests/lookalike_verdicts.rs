@@ -1,0 +1,497 @@
+//! The detector on each look-alike of a stall its rules speak of, every one produced by
+//! the simulator's stacks (a profile, a pattern, a link, a capture point) and judged
+//! against the simulator's ground truth of every gap: a sender without Nagle, a sender on
+//! its own clock, a burst that fills the window, an ACK for two full segments, ACKs a
+//! bottleneck paces, a bare FIN, data sent before an ACK could arrive, an ACK later than
+//! any timer, a window closed until the end, a release later than the path allows, a
+//! record larger than the MSS, urgent data, and a slow path against think time. Then the
+//! stalls themselves, from the seeds' stacks and patterns.
+
+mod common;
+
+use common::{Judged, judge, scenario};
+use tcpstall_core::basis::Link;
+use tcpstall_core::detect::{Pattern, StallClass, StallEvent};
+use tcpstall_core::diagnosis::{Role, TimerGuess, Verdict};
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_sim::capture::Captured;
+use tcpstall_sim::endpoint::SegmentKind;
+use tcpstall_sim::engine::{CLIENT, SERVER};
+use tcpstall_sim::truth::{Label, TruthGap};
+
+const MS: Nanos = NANOS_PER_MILLI;
+
+/// The gaps of `sender` ending in a record of `bytes`, each with the detector's event.
+fn gaps_of(j: &Judged, sender: usize, bytes: u32) -> Vec<(&TruthGap, &StallEvent)> {
+    let pairs: Vec<_> = j
+        .pairs()
+        .into_iter()
+        .filter(|(g, _)| g.sender == sender && g.bytes == bytes)
+        .map(|(g, e)| {
+            let e = e.unwrap_or_else(|| panic!("no event on {}\n{}", g.describe(), j.describe()));
+            (g, e)
+        })
+        .collect();
+    assert!(
+        !pairs.is_empty(),
+        "no gap ends in {bytes} bytes\n{}",
+        j.describe()
+    );
+    pairs
+}
+
+/// The segment the capture recorded just before the one ending `gap`, from `from`.
+fn previous_from<'a>(j: &'a Judged, gap: &TruthGap, from: usize) -> &'a Captured {
+    j.result.captured[..gap.packet as usize - 1]
+        .iter()
+        .rev()
+        .find(|c| c.segment.from == from)
+        .expect("an earlier segment")
+}
+
+/// An HMI that writes 7 bytes then 67 with TCP_NODELAY, the 67 leaving while the 7 are
+/// unacknowledged. Once, its 67 bytes follow a FreeBSD delayed ACK by 0.4 ms, on the
+/// application's own clock.
+#[test]
+fn a_sender_seen_without_nagle_is_not_held_by_a_late_ack() {
+    let mut file = scenario("linux", "freebsd", "script");
+    file.client.options.nodelay = true;
+    for k in 0..5 {
+        let t = 10.0 + 100.0 * f64::from(k);
+        file.workload.client_script.extend([(t, 7), (t + 0.2, 67)]);
+        file.workload.server_script.push((t + 3.0, 20));
+    }
+    file.workload
+        .client_script
+        .extend([(510.0, 7), (610.4, 67)]);
+    let j = judge(&file);
+    j.assert_no_false_stall();
+    let (gap, event) = *gaps_of(&j, CLIENT, 67).last().unwrap();
+    let ack = previous_from(&j, gap, SERVER);
+    assert_eq!(
+        ack.segment.kind,
+        SegmentKind::DelayedAck,
+        "{}",
+        j.describe()
+    );
+    assert!(gap.end - ack.time < MS, "{}", j.describe());
+    assert_eq!(gap.label, Label::AppThinkTime);
+    assert_eq!(event.class, StallClass::AppThinkTime, "{}", j.describe());
+    assert!(event.evidence.basis.contains(Link::SenderNotUsingNagle));
+}
+
+/// A meter writing a 54-byte reading every 46 ms, Nagle on, whatever the ACKs do. The
+/// Linux receiver, whose application reads 45 ms after data arrives, first acknowledges
+/// each at once (quick-ack mode), then delays its ACKs 40 to 44 ms, so each later reading
+/// follows an ACK by about the round trip.
+#[test]
+fn a_sender_on_its_own_clock_is_not_held_by_the_acks() {
+    let mut file = scenario("linux", "linux", "periodic");
+    file.server.reader.read_delay_ms = 45.0;
+    file.workload.period_ms = 46.0;
+    file.workload.transactions = 30;
+    file.link.rtt_ms = 3.0;
+    file.capture = Some("server".into());
+    let j = judge(&file);
+    let kinds: Vec<SegmentKind> = j
+        .result
+        .captured
+        .iter()
+        .filter(|c| c.segment.from == SERVER && !c.segment.syn)
+        .map(|c| c.segment.kind)
+        .collect();
+    assert_eq!(kinds.first(), Some(&SegmentKind::PromptAck));
+    assert!(kinds.contains(&SegmentKind::DelayedAck), "{kinds:?}");
+    assert!(j.result.stalls.is_empty());
+    j.assert_no_false_stall();
+    assert!(!j.diagnosis.events.is_empty());
+    for e in &j.diagnosis.events {
+        assert_eq!(e.class, StallClass::AppThinkTime, "{}", j.describe());
+    }
+}
+
+/// A stream into a reader with a 6,144-byte buffer that reads every 60 ms: each burst
+/// the window update releases fills the window again, and the window, not an ACK's
+/// timer, holds the sender.
+#[test]
+fn a_burst_that_fills_the_window_is_receiver_window() {
+    let mut file = scenario("linux", "linux", "stream");
+    file.workload.request = vec![8192];
+    file.workload.transactions = 4;
+    file.server.reader.rcvbuf = Some(6144);
+    file.server.reader.read_interval_ms = 60.0;
+    let j = judge(&file);
+    j.assert_no_false_stall();
+    let gaps = gaps_of(&j, CLIENT, 1448);
+    for (gap, event) in gaps {
+        assert_eq!(gap.label, Label::ReceiverWindow, "{}", gap.describe());
+        assert_eq!(event.class, StallClass::ReceiverWindow, "{}", j.describe());
+        assert!(
+            [
+                Link::ZeroWindow,
+                Link::WindowFullBeforeAck,
+                Link::BurstFillsWindow
+            ]
+            .iter()
+            .any(|&l| event.evidence.basis.contains(l)),
+            "{}",
+            j.describe()
+        );
+    }
+}
+
+/// Two full segments at a time through a 2,896-byte send buffer over a 300 ms path and
+/// a 1 Mbit/s bottleneck: the receiver acknowledges the second at once (RFC 1122
+/// 4.2.3.2), one round trip and a queue after the first left.
+#[test]
+fn an_ack_for_two_full_segments_is_not_a_held_ack() {
+    let mut file = scenario("linux", "linux", "stream");
+    file.workload.request = vec![2896];
+    file.workload.transactions = 6;
+    file.client.sndbuf = Some(2896);
+    file.link.rtt_ms = 300.0;
+    file.link.bottleneck_bps = Some(1e6);
+    let j = judge(&file);
+    assert!(j.result.delayed_acks.is_empty(), "every ACK at once");
+    assert!(j.result.gaps.iter().any(|g| g.end - g.start >= 300 * MS));
+    j.assert_no_false_stall();
+    assert_eq!(j.diagnosis.stall_count, 0, "{}", j.describe());
+}
+
+/// Flights of three full segments (a 4,344-byte send buffer) behind a 1 Mbit/s
+/// bottleneck: they reach the receiver 12 ms apart, and each ACK comes at the link's pace.
+#[test]
+fn acks_paced_by_a_bottleneck_are_not_held_acks() {
+    let mut file = scenario("linux", "linux", "stream");
+    file.workload.request = vec![4344];
+    file.workload.transactions = 6;
+    file.client.sndbuf = Some(4344);
+    file.link.rtt_ms = 1.0;
+    file.link.bottleneck_bps = Some(1e6);
+    let j = judge(&file);
+    // The ACKs of the data, each acknowledging at least a full segment more.
+    let mut acked = 1;
+    let mut acks: Vec<Nanos> = Vec::new();
+    for c in &j.result.captured {
+        let s = &c.segment;
+        if s.from == SERVER
+            && !s.syn
+            && s.len == 0
+            && s.ack >= acked + u64::from(j.result.client_mss)
+        {
+            acked = s.ack;
+            acks.push(c.time);
+        }
+    }
+    // A 1,514-byte frame takes 12.1 ms at 1 Mbit/s: the ACKs come no faster.
+    assert!(acks.len() > 5);
+    assert!(
+        acks.windows(2).skip(1).all(|w| w[1] - w[0] >= 12 * MS),
+        "{acks:?}"
+    );
+    assert!(j.result.stalls.is_empty());
+    j.assert_no_false_stall();
+    assert_eq!(j.diagnosis.stall_count, 0, "{}", j.describe());
+}
+
+/// A meter's one reading, acknowledged by FreeBSD's 100 ms timer, and its close two
+/// periods (101 ms) after the write: a FIN without data, just after the delayed ACK.
+/// Nothing was held.
+#[test]
+fn a_bare_fin_is_never_the_held_segment() {
+    let mut file = scenario("linux", "freebsd", "periodic");
+    file.workload.period_ms = 50.5;
+    file.workload.transactions = 1;
+    file.workload.request = vec![100];
+    let j = judge(&file);
+    let (gap, event) = gaps_of(&j, CLIENT, 0)[0];
+    let ack = previous_from(&j, gap, SERVER);
+    assert_eq!(
+        ack.segment.kind,
+        SegmentKind::DelayedAck,
+        "{}",
+        j.describe()
+    );
+    assert!(gap.end - ack.time < 2 * MS);
+    assert_eq!(gap.label, Label::AppThinkTime);
+    assert!(
+        event.evidence.basis.contains(Link::BareFin),
+        "{}",
+        j.describe()
+    );
+    j.assert_no_false_stall();
+    assert_eq!(j.diagnosis.stall_count, 0);
+}
+
+/// A server with TCP_NODELAY 17 ms from a FreeBSD client captured at the client: it
+/// writes 1,348 bytes, then 600 bytes 110 ms later, before the client's 100 ms delayed
+/// ACK can reach it. The 600 bytes reach the capture point after that ACK, sooner than
+/// the round trip, their TSecr older than it.
+#[test]
+fn data_sent_before_the_ack_could_arrive_was_not_released_by_it() {
+    let mut file = scenario("freebsd", "linux", "script");
+    file.server.options.nodelay = true;
+    file.link.rtt_ms = 34.0;
+    for k in 0..4 {
+        let t = 100.0 + 300.0 * f64::from(k);
+        file.workload.client_script.push((t, 10));
+        file.workload
+            .server_script
+            .extend([(t + 50.0, 1348), (t + 160.0, 600)]);
+    }
+    let j = judge(&file);
+    j.assert_no_false_stall();
+    for (gap, event) in gaps_of(&j, SERVER, 600) {
+        let ack = previous_from(&j, gap, CLIENT);
+        assert_eq!(
+            ack.segment.kind,
+            SegmentKind::DelayedAck,
+            "{}",
+            j.describe()
+        );
+        assert!(gap.end - ack.time < 34 * MS);
+        assert!(ack.segment.timestamps.unwrap().0 > 0);
+        assert!(
+            event.evidence.basis.contains(Link::TsecrPredatesAck)
+                || event
+                    .evidence
+                    .basis
+                    .contains(Link::LeftBeforeAckCouldArrive),
+            "{}",
+            j.describe()
+        );
+    }
+}
+
+/// Two writes from an AIX client (classic Nagle, a 1 s minimum RTO) over a 2 ms path
+/// whose far side stops forwarding for 700 ms right after the first write passed: the
+/// server's ACK, sent at once (TCP_QUICKACK), reaches the capture point 700 ms later,
+/// longer than any delayed-ACK timer may hold one (RFC 1122 4.2.3.2: under 0.5 s) and
+/// sooner than the client's RTO. The second write waited for the path.
+#[test]
+fn an_ack_later_than_any_timer_is_unexplained() {
+    let mut file = scenario("aix", "linux", "two-writes");
+    file.server.options.quickack = true;
+    file.link.rtt_ms = 2.0;
+    file.link.outage_at_ms = Some(3.5);
+    file.link.outage_ms = 700.0;
+    file.workload.transactions = 3;
+    let j = judge(&file);
+    assert!(j.result.stalls.is_empty());
+    assert!(j.result.captured.iter().all(|c| !c.segment.retransmission));
+    j.assert_no_false_stall();
+    let (gap, event) = gaps_of(&j, CLIENT, 6)[0];
+    assert!(gap.end - gap.start >= 700 * MS);
+    assert_eq!(event.class, StallClass::Unexplained, "{}", j.describe());
+    assert!(event.evidence.basis.contains(Link::AckLaterThanAnyTimer));
+}
+
+/// A reader that stops: its window stays zero until the run ends (an hour), and the
+/// Linux sender only probes it. The wait is reported, as the window's.
+#[test]
+fn a_window_closed_until_the_end_is_reported() {
+    let mut file = scenario("linux", "linux", "stream");
+    file.workload.transactions = 1;
+    file.server.reader.rcvbuf = Some(4096);
+    file.server.reader.stop_after_bytes = Some(0);
+    let j = judge(&file);
+    assert!(j.result.window_probes >= 3, "{}", j.result.window_probes);
+    let last = j.result.captured.last().unwrap();
+    let last_window = j
+        .result
+        .captured
+        .iter()
+        .rev()
+        .find(|c| c.segment.from == SERVER)
+        .map(|c| c.segment.window);
+    assert_eq!(last_window, Some(0));
+    j.assert_no_false_stall();
+    assert_eq!(j.diagnosis.verdict, Verdict::ReceiverWindowLimited);
+    let e = j
+        .diagnosis
+        .events
+        .iter()
+        .find(|e| e.evidence.basis.contains(Link::StillClosedAtEnd))
+        .unwrap_or_else(|| panic!("{}", j.describe()));
+    assert_eq!(e.class, StallClass::ReceiverWindow);
+    // From the ACK that closed the window to the capture's last records.
+    let closed = j
+        .result
+        .captured
+        .iter()
+        .find(|c| c.segment.from == SERVER && !c.segment.syn && c.segment.window == 0)
+        .unwrap();
+    assert_eq!(e.start, closed.time, "{e:#?}");
+    assert!(last.time - e.end < MS, "{e:#?}");
+}
+
+/// The second write of a message made 8 ms after the delayed ACK of its first could
+/// have come back: beyond the path and any turnaround. With timestamps (Linux to
+/// FreeBSD) or without (Windows), it is no stall.
+#[test]
+fn a_release_later_than_the_path_allows_is_no_stall_whatever_tsecr_says() {
+    for (client, server, gap_ms, timestamps) in [
+        ("linux", "freebsd", 108.0, true),
+        ("windows", "windows", 208.0, false),
+    ] {
+        let mut file = scenario(client, server, "two-writes");
+        file.workload.request = vec![16, 44];
+        file.workload.response = vec![44];
+        file.workload.write_gap_ms = gap_ms;
+        file.workload.transactions = 3;
+        let j = judge(&file);
+        assert!(
+            j.result
+                .captured
+                .iter()
+                .all(|c| c.segment.timestamps.is_some() == timestamps)
+        );
+        j.assert_no_false_stall();
+        let late = gaps_of(&j, CLIENT, 44);
+        assert_eq!(late.len(), 3, "{}", j.describe());
+        for (gap, event) in late {
+            let ack = previous_from(&j, gap, SERVER);
+            assert_eq!(ack.segment.kind, SegmentKind::DelayedAck);
+            assert!((7 * MS..9 * MS).contains(&(gap.end - ack.time)));
+            assert_eq!(gap.label, Label::AppThinkTime);
+            assert!(
+                event.evidence.basis.contains(Link::LeftLongAfterAck),
+                "{}",
+                j.describe()
+            );
+        }
+    }
+}
+
+/// A block from a sender that starts with one segment of congestion window (RFC 2581
+/// IW 1, as INET's TcpReno) to a Windows receiver that delays the ACK of the lone
+/// segment 200 ms, captured on the sender's host with segmentation offload: what the ACK
+/// releases is one record of several segments. Nagle never holds a full segment.
+#[test]
+fn a_record_larger_than_the_mss_is_never_held_by_nagle() {
+    let mut file = scenario("inet", "windows", "bulk");
+    file.capture_offload = true;
+    file.workload.transactions = 2;
+    let j = judge(&file);
+    j.assert_no_false_stall();
+    let mss = j.result.client_mss;
+    let large: Vec<_> = j
+        .pairs()
+        .into_iter()
+        .filter(|(g, _)| g.sender == CLIENT && g.bytes > mss)
+        .collect();
+    assert!(
+        large.iter().any(|(g, _)| g.label == Label::DelayedAck),
+        "no record larger than the MSS released by a delayed ACK\n{}",
+        j.describe()
+    );
+    for (gap, event) in large {
+        assert_ne!(gap.label, Label::NagleDelayedAck);
+        let event = event.unwrap_or_else(|| panic!("{}", j.describe()));
+        assert_ne!(event.class, StallClass::NagleDelayedAck, "{}", j.describe());
+    }
+}
+
+/// A FreeBSD server writes 3 bytes, 1 byte with MSG_OOB and 1 byte more: the last leaves
+/// in urgent mode while data is unacknowledged, past Nagle (FreeBSD tcp_output, Linux
+/// tcp_nagle_test), so it does not show Nagle off. Its later messages of 69 and 2 bytes
+/// are held by Nagle until the client's 100 ms delayed ACK: stalls.
+#[test]
+fn urgent_data_does_not_count_against_nagle() {
+    let mut file = scenario("freebsd", "freebsd", "script");
+    file.workload.client_script = vec![(1.0, 5)];
+    file.workload.server_script = vec![(10.0, 3), (10.1, 1), (10.2, 1)];
+    file.workload.server_urgent = vec![1];
+    for t in [300.0, 600.0] {
+        file.workload.server_script.extend([(t, 69), (t + 0.03, 2)]);
+    }
+    let j = judge(&file);
+    let urgent: Vec<_> = j.result.captured.iter().filter(|c| c.segment.urg).collect();
+    assert_eq!(urgent.len(), 1, "the urgent byte alone carries URG");
+    assert!(
+        j.result.captured.iter().any(|c| c.segment.from == SERVER
+            && c.segment.len == 1
+            && !c.segment.urg
+            && c.segment.held.is_none()),
+        "the byte after the urgent one left unheld"
+    );
+    assert_eq!(j.result.stalls.len(), 2);
+    j.assert_no_false_stall();
+    assert_eq!(j.diagnosis.stall_count, 2, "{}", j.describe());
+    for (gap, event) in gaps_of(&j, SERVER, 2) {
+        assert_eq!(gap.label, Label::NagleDelayedAck);
+        assert_eq!(event.class, StallClass::NagleDelayedAck, "{}", j.describe());
+    }
+}
+
+/// A request over an 894 ms path to a Linux server that acknowledges it at once (quick-ack
+/// mode) and answers 16 ms later: the wait is the path; only the 16 ms are the server's.
+#[test]
+fn path_latency_is_not_think_time() {
+    let mut file = scenario("linux", "linux", "custom");
+    file.workload.request = vec![627];
+    file.workload.response = vec![1406];
+    file.workload.server_think_ms = 16.0;
+    file.workload.transactions = 3;
+    file.link.rtt_ms = 894.0;
+    let j = judge(&file);
+    j.assert_no_false_stall();
+    for (gap, event) in gaps_of(&j, SERVER, 1406) {
+        assert_eq!(gap.label, Label::AppThinkTime);
+        assert_eq!(event.class, StallClass::AppThinkTime, "{}", j.describe());
+        let idle = event.idle.expect("an idle time");
+        let think = 16 * MS;
+        assert!((idle - think).abs() < MS, "idle {idle}\n{}", j.describe());
+    }
+}
+
+/// Seed 002's exchange between Linux hosts, captured on the client: "hello " leaves, the
+/// server's delayed ACK releases "world\n", the reply comes.
+#[test]
+fn write_write_read_is_nagle_delayed_ack_held_by_client_delayed_by_server() {
+    let j = judge(&scenario("linux", "linux", "two-writes"));
+    j.assert_no_false_stall();
+    let d = &j.diagnosis;
+    assert!(!j.result.stalls.is_empty());
+    assert_eq!(d.stall_count, j.result.stalls.len(), "{}", j.describe());
+    assert_eq!(d.verdict, Verdict::NagleDelayedAckStalls);
+    assert_eq!(d.holder, Some(Role::Client));
+    assert_eq!(d.delayer, Some(Role::Server));
+    assert_eq!(d.pattern, Some(Pattern::WriteWriteRead));
+    assert_eq!(d.delayed_ack.as_ref().unwrap().timer, TimerGuess::Linux40);
+    for e in d.events.iter().filter(|e| e.class.is_tcp_stall()) {
+        assert_eq!(e.class, StallClass::NagleDelayedAck);
+        assert_eq!(e.held_bytes, 6);
+        assert!(e.evidence.outstanding_small_segment);
+    }
+    let first = d.fixes().next().expect("a fix");
+    assert_eq!(first.role, Role::Client);
+    assert!(first.action.to_string().contains("one call"));
+}
+
+/// Seed 000's block of 100,000 bytes between Windows hosts (classic Nagle, a 200 ms
+/// timer): at MSS 1448 it is 69 full segments and 88 bytes, and the odd segment's ACK
+/// waits for the timer while Nagle holds the tail; at Windows' own MSS 1460 it is 68 and
+/// 720 bytes, and nothing waits.
+#[test]
+fn a_bulk_block_stalls_on_its_tail_only_with_an_odd_segment_count() {
+    let mut file = scenario("windows", "windows", "bulk");
+    file.workload.transactions = 3;
+    file.server.mss = Some(1448);
+    let j = judge(&file);
+    j.assert_no_false_stall();
+    let d = &j.diagnosis;
+    assert_eq!(d.stall_count, j.result.stalls.len(), "{}", j.describe());
+    assert!(d.stall_count >= 2);
+    assert_eq!(d.pattern, Some(Pattern::BulkOddTail { full_segments: 69 }));
+    assert!(d.classic_nagle_evidence);
+    assert_eq!(d.delayed_ack.as_ref().unwrap().timer, TimerGuess::Fixed200);
+    let first = d.fixes().next().expect("a fix");
+    assert!(first.action.to_string().contains("double buffering"));
+
+    file.server.mss = None;
+    let j = judge(&file);
+    assert!(j.result.stalls.is_empty());
+    j.assert_no_false_stall();
+    assert_eq!(j.diagnosis.verdict, Verdict::NoStall, "{}", j.describe());
+}
