@@ -322,12 +322,13 @@ pub fn varying_text(rows: &[VaryingRow]) -> String {
         out.push('\n');
         let _ = writeln!(
             out,
-            "  delay line:  queue wait per stage p50 {:.0} us, p99 {:.0} us, max {:.0} us; late p50 {:.0} us, p99 {:.0} us ({} stage passes)",
+            "  delay line:  queue wait per stage p50 {:.0} us, p99 {:.0} us, max {:.0} us; late p50 {:.0} us, p99 {:.0} us, max {:.0} us ({} stage passes)",
             row.waits.p50_us,
             row.waits.p99_us,
             row.waits.max_us,
             row.lateness.p50_us,
             row.lateness.p99_us,
+            row.lateness.max_us,
             row.lateness.packets
         );
         for point in &row.points {
