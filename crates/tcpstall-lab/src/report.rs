@@ -7,7 +7,7 @@ use tcpstall_core::detect::StallClass;
 use crate::compare::{Confusion, SimComparison};
 use crate::lab::LabRun;
 use crate::measure::{STALL_MARGIN, millis};
-use crate::suites::{DelayPoint, MatrixResult, Row, VaryingRow};
+use crate::suites::{DelayPoint, LATE_LIMIT, MAX_ATTEMPTS, MatrixResult, Row, VaryingRow};
 
 /// One run: its latency, throughput and stalled transactions.
 pub fn run_text(run: &LabRun, label: &str, path: &str) -> String {
@@ -331,6 +331,27 @@ pub fn varying_text(rows: &[VaryingRow]) -> String {
             row.lateness.max_us,
             row.lateness.packets
         );
+        if !row.late_runs.is_empty() {
+            let late: Vec<String> = row
+                .late_runs
+                .iter()
+                .map(|us| format!("{:.1} ms", us / 1e3))
+                .collect();
+            let _ = writeln!(
+                out,
+                "               run again: the line was late by {} (more than {} ms)",
+                late.join(", then "),
+                LATE_LIMIT.as_millis()
+            );
+        }
+        if !row.faithful() {
+            let _ = writeln!(
+                out,
+                "               not the path asked for: the line was late by {:.1} ms in each of {} runs",
+                row.lateness.max_us / 1e3,
+                MAX_ATTEMPTS
+            );
+        }
         for point in &row.points {
             let c = &point.confusion;
             let _ = writeln!(
@@ -369,9 +390,11 @@ pub fn varying_text(rows: &[VaryingRow]) -> String {
         out.push('\n');
     }
     let agree = rows.iter().filter(|r| r.agrees()).count();
+    let faithful = rows.iter().filter(|r| r.faithful()).count();
     let _ = writeln!(
         out,
-        "varying delays: {agree} of {} program and path pairs agree at every capture point",
+        "varying delays: {agree} of {} program and path pairs agree at every capture point; the line gave the path asked for in {faithful} of {}",
+        rows.len(),
         rows.len()
     );
     out

@@ -430,6 +430,14 @@ pub const VARYING_PATHS: [VaryingPath; 2] = [
 pub const VARYING_ROUND_TRIPS: u32 = 20;
 /// The seed of the line's queues unless one is given.
 pub const VARYING_SEED: u64 = 2;
+/// A run whose delay line sent a packet later than this after its due time did not give
+/// the path asked for (a 1 ms path made 2 ms for a moment varies by far more than 30%):
+/// it is run again. With its threads at real-time priority the line's lateness stays
+/// under 0.5 ms on this 2-core host under a load of 4 (lab measurement, `--suite
+/// varying`, 24 runs); the host can still stop it for longer now and then.
+pub const LATE_LIMIT: Duration = Duration::from_millis(1);
+/// Runs of one pair of programs over one path at most, when the line was late.
+pub const MAX_ATTEMPTS: u32 = 3;
 
 /// What the analyzer found in one capture point's packets.
 pub struct PointResult {
@@ -455,9 +463,16 @@ pub struct VaryingRow {
     /// The delay line's queue waits and lateness, per stage, over the run.
     pub waits: Lateness,
     pub lateness: Lateness,
+    /// The largest lateness of each earlier run, run again for it, microseconds.
+    pub late_runs: Vec<f64>,
 }
 
 impl VaryingRow {
+    /// The line gave the path asked for: no packet later than [`LATE_LIMIT`].
+    pub fn faithful(&self) -> bool {
+        self.lateness.max_us <= LATE_LIMIT.as_secs_f64() * 1e6
+    }
+
     pub fn slow_count(&self) -> usize {
         self.slow.iter().filter(|&&s| s).count()
     }
@@ -492,18 +507,27 @@ pub fn varying(
         let one_way = Duration::from_secs_f64(path.rtt_ms / 2e3);
         lab.net.set_delays(one_way, one_way)?;
         for program in Program::ALL {
-            lab.net.set_variation(Variation {
-                fraction: path.variation,
-                seed,
-            })?;
-            if let Some(line) = &lab.net.line {
-                line.stats.take_lateness();
-                line.stats.take_waits();
-            }
-            let run = java.run(program, &lab.net, round_trips, &Point::ALL, time_limit)?;
-            let (waits, lateness) = lab.net.line.as_ref().map_or_else(Default::default, |l| {
-                (l.stats.take_waits(), l.stats.take_lateness())
-            });
+            let mut late_runs = Vec::new();
+            let (run, waits, lateness) = loop {
+                lab.net.set_variation(Variation {
+                    fraction: path.variation,
+                    seed,
+                })?;
+                if let Some(line) = &lab.net.line {
+                    line.stats.take_lateness();
+                    line.stats.take_waits();
+                }
+                let run = java.run(program, &lab.net, round_trips, &Point::ALL, time_limit)?;
+                let (waits, lateness): (Lateness, Lateness) =
+                    lab.net.line.as_ref().map_or_else(Default::default, |l| {
+                        (l.stats.take_waits(), l.stats.take_lateness())
+                    });
+                let late = lateness.max_us > LATE_LIMIT.as_secs_f64() * 1e6;
+                if !late || late_runs.len() + 1 >= MAX_ATTEMPTS as usize {
+                    break (run, waits, lateness);
+                }
+                late_runs.push(lateness.max_us);
+            };
             let rtt = Duration::from_secs_f64(path.rtt_ms / 1e3);
             let latencies: Vec<Duration> = run.round_trips.iter().map(|t| t.latency).collect();
             let slow = crate::measure::slow_round_trips(
@@ -538,6 +562,7 @@ pub fn varying(
                 points,
                 waits,
                 lateness,
+                late_runs,
             });
         }
     }
