@@ -159,6 +159,14 @@ fn run_before_ordinary_threads() {
     let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
 }
 
+/// Locks the pages mapped now (the program's code among them) in memory, so a host that
+/// reclaims idle file pages (DAMON's `pageout`, for one) does not make a line thread wait
+/// for its own code to be read back. Without CAP_IPC_LOCK nothing changes.
+fn keep_code_in_memory() {
+    // SAFETY: mlockall takes flags only.
+    let _ = unsafe { libc::mlockall(libc::MCL_CURRENT) };
+}
+
 /// How a direction's delay varies: up to `fraction` of the one-way delay more, from
 /// the line's queues, whose cross traffic is drawn from `seed`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -243,6 +251,7 @@ type Queued = (Instant, Vec<u8>);
 impl DelayLine {
     /// Starts forwarding between the two ends; `client` is index 0 of the delays.
     pub fn start(client: LineEnd, server: LineEnd) -> Result<DelayLine> {
+        keep_code_in_memory();
         let stop = Arc::new(AtomicBool::new(false));
         let delays = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
         let stages = [
