@@ -62,7 +62,8 @@ pub struct LabArgs {
     #[arg(long, value_name = "N")]
     delay_seed: Option<u64>,
     /// Capture the lab's packets (root), write them as pcap, and diagnose them (a suite
-    /// writes one file per scenario beside FILE: FILE-1.pcap, FILE-2.pcap, ...)
+    /// writes one file per scenario beside FILE: FILE-1.pcap, FILE-2.pcap, ...; the varying
+    /// suite one per run and capture point: FILE-1-client.pcap, FILE-1-middle.pcap, ...)
     #[arg(long, value_name = "FILE")]
     capture: Option<PathBuf>,
     /// Run the same scenario through the simulator's linux profile and compare
