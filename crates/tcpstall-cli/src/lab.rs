@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use crate::workload_args::WorkloadArgs;
 use tcpstall_core::report::text;
 use tcpstall_lab::capture::Packet;
+use tcpstall_lab::delayline::Variation;
 use tcpstall_lab::net::Net;
 use tcpstall_lab::privileges::Privileges;
 use tcpstall_lab::{Lab, RunOptions, compare, netns, report, suites};
@@ -33,6 +34,11 @@ pub enum Suite {
     Wan,
     /// Seeds 003 and 004 under their load tests: 8 connections at once, each as given and fixed
     Load,
+    /// Seed 002's Java client and server and an HTTP keep-alive server (seed 004) over a
+    /// LAN-like (1 ms) and a WAN-like (30 ms) path whose delay varies, captured at the
+    /// client, the middle and the server: the analyzer against the programs' own timings
+    /// (root, java)
+    Varying,
 }
 
 #[derive(Args)]
@@ -46,8 +52,18 @@ pub struct LabArgs {
     /// loopback]
     #[arg(long, value_name = "MS")]
     rtt: Option<f64>,
+    /// Vary each packet's one-way delay by up to PERCENT more, as queues shared with
+    /// cross traffic would (seeded, order kept); needs the delay line (--rtt, or a suite
+    /// that uses it) [default: 0; the varying suite: 30 on its LAN path, 20 on its WAN]
+    #[arg(long, value_name = "PERCENT")]
+    delay_variation: Option<f64>,
+    /// Seed of the cross traffic behind --delay-variation: the same seed, the same queues
+    /// [default: 2]
+    #[arg(long, value_name = "N")]
+    delay_seed: Option<u64>,
     /// Capture the lab's packets (root), write them as pcap, and diagnose them (a suite
-    /// writes one file per scenario beside FILE: FILE-1.pcap, FILE-2.pcap, ...)
+    /// writes one file per scenario beside FILE: FILE-1.pcap, FILE-2.pcap, ...; the varying
+    /// suite one per run and capture point: FILE-1-client.pcap, FILE-1-middle.pcap, ...)
     #[arg(long, value_name = "FILE")]
     capture: Option<PathBuf>,
     /// Run the same scenario through the simulator's linux profile and compare
@@ -123,6 +139,25 @@ fn check_args(args: &LabArgs) -> Fallible<()> {
     {
         return Err(format!("--rtt must be 0 to 1000 ms, got {rtt}"));
     }
+    if let Some(v) = args.delay_variation {
+        if !(v.is_finite() && (0.0..=100.0).contains(&v)) {
+            return Err(format!(
+                "--delay-variation must be 0 to 100 percent, got {v}"
+            ));
+        }
+        if args.rtt.is_none() && !uses_delay_line(args.suite) {
+            return Err(
+                "--delay-variation varies the delay line's delay: give --rtt, or a suite that uses the line"
+                    .into(),
+            );
+        }
+    }
+    if args.delay_seed.is_some()
+        && args.delay_variation.is_none()
+        && args.suite != Some(Suite::Varying)
+    {
+        return Err("--delay-seed seeds --delay-variation, which is not given".into());
+    }
     if let Some(n) = args.workload.transactions
         && !(1..=100_000).contains(&n)
     {
@@ -140,9 +175,20 @@ struct Plan {
     skipped: Option<String>,
 }
 
+/// Suites that run on the delay line.
+fn uses_delay_line(suite: Option<Suite>) -> bool {
+    matches!(
+        suite,
+        Some(Suite::DelayAccuracy | Suite::Wan | Suite::Bulk | Suite::Varying)
+    )
+}
+
 fn plan(args: &LabArgs, privileges: &Privileges) -> Plan {
-    let wants_delay =
-        args.rtt.is_some() || matches!(args.suite, Some(Suite::DelayAccuracy | Suite::Wan));
+    let wants_delay = args.rtt.is_some()
+        || matches!(
+            args.suite,
+            Some(Suite::DelayAccuracy | Suite::Wan | Suite::Varying)
+        );
     let wants_capture = args.capture.is_some();
     let namespaces = privileges.why_not_namespaces().is_none();
     let capture = wants_capture && privileges.why_not_capture().is_none();
@@ -176,11 +222,7 @@ fn one_way(rtt_ms: f64) -> Duration {
 /// Picks the network: the delay line when a round trip is asked for (or a suite needs
 /// MTU-sized packets), a private loopback for captures, else plain loopback.
 fn choose_net(args: &LabArgs, plan: &Plan, file: &ScenarioFile) -> Fallible<Net> {
-    let delay_suite = matches!(
-        args.suite,
-        Some(Suite::DelayAccuracy | Suite::Wan | Suite::Bulk)
-    );
-    if plan.namespaces && (args.rtt.is_some() || delay_suite) {
+    if plan.namespaces && (args.rtt.is_some() || uses_delay_line(args.suite)) {
         let rtt = args.rtt.unwrap_or(0.0);
         let cs = file
             .link
@@ -208,6 +250,15 @@ pub fn run(args: &LabArgs) -> Fallible<()> {
     }
     netns::remove_on_interrupt();
     let net = choose_net(args, &plan, &file)?;
+    if let Some(percent) = args.delay_variation
+        && args.suite != Some(Suite::Varying)
+    {
+        net.set_variation(Variation {
+            fraction: percent / 100.0,
+            seed: args.delay_seed.unwrap_or(suites::VARYING_SEED),
+        })
+        .map_err(|e| e.to_string())?;
+    }
     let lab = Lab::new(net);
     let options = RunOptions {
         capture: plan.capture,
@@ -339,6 +390,32 @@ fn write_suite_captures(args: &LabArgs, rows: &[suites::Row]) -> Fallible<String
     Ok(out)
 }
 
+/// `--capture FILE` with the varying suite: each run's capture at each point beside
+/// FILE (`v.pcap` gives `v-1-client.pcap`, `v-1-middle.pcap`, ...); one line per file.
+fn write_varying_captures(args: &LabArgs, rows: &[suites::VaryingRow]) -> Fallible<String> {
+    let Some(path) = &args.capture else {
+        return Ok(String::new());
+    };
+    let stem = path
+        .file_stem()
+        .map_or("lab".into(), |s| s.to_string_lossy().into_owned());
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        for (point, packets) in &row.run.captures {
+            let file = path.with_file_name(format!("{stem}-{}-{}.pcap", i + 1, point.name()));
+            write_capture(&file, packets)?;
+            out.push_str(&format!(
+                "capture:      {} ({} packets): {}, {} path\n",
+                file.display(),
+                packets.len(),
+                row.program.name(),
+                row.path.name
+            ));
+        }
+    }
+    Ok(out)
+}
+
 /// `--html`: the rows as a comparison table with their latency distributions.
 fn write_html(args: &LabArgs, title: &str, rows: &[ComparisonRow]) -> Fallible<()> {
     let Some(path) = &args.html else {
@@ -463,6 +540,33 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             );
             out.push_str(&load_ratios(&rows));
             out + &write_suite_captures(args, &rows)?
+        }
+        Suite::Varying => {
+            if lab.net.line.is_none() {
+                return Err("--suite varying needs the delay line (root)".into());
+            }
+            if let Some(why) = Privileges::detect().why_not_capture() {
+                return Err(format!("--suite varying captures at three points: {why}"));
+            }
+            let n = args
+                .workload
+                .transactions
+                .unwrap_or(suites::VARYING_ROUND_TRIPS);
+            let java = tcpstall_lab::programs::Java::compile().map_err(err)?;
+            let rows = suites::varying(
+                lab,
+                &java,
+                n,
+                args.delay_variation.map(|p| p / 100.0),
+                args.delay_seed.unwrap_or(suites::VARYING_SEED),
+                options.time_limit,
+            )
+            .map_err(err)?;
+            let mut out = format!(
+                "Java programs over varying delays, {n} round trips each, captured at the client, the middle and the server:\n\n"
+            );
+            out.push_str(&report::varying_text(&rows));
+            out + &write_varying_captures(args, &rows)?
         }
         Suite::Wan => {
             if lab.net.line.is_none() {

@@ -1,6 +1,11 @@
 //! The lab's own packets, captured with AF_PACKET inside the lab's namespace and written
 //! as pcap (link type 101, raw IP: TUN and loopback packets reach a cooked packet socket
 //! without a link-layer header). Only headers are kept: the analyzer needs no payload.
+//!
+//! Three points on the delay line: the client (its namespace's TUN device, where its TCP
+//! sends and receives), the server (the same in its namespace), and the middle (the veth
+//! between the line's two stages, where each packet travels inside a UDP datagram halfway
+//! through its delay: the capture takes the TCP packet out of the datagram).
 
 use std::io::{IoSliceMut, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -17,6 +22,7 @@ use nix::sys::socket::{
 use nix::sys::time::TimeVal;
 use tcpstall_core::capture::PcapWriter;
 
+use crate::net::LINE_PORT;
 use crate::netns::Namespace;
 use crate::{LabError, Result};
 
@@ -29,6 +35,26 @@ const MAX_PACKETS: usize = 5_000_000;
 /// `sll_pkttype` of a packet this host sent (linux/if_packet.h).
 const PACKET_OUTGOING: u8 = 4;
 const LOOPBACK_IFINDEX: usize = 1;
+
+/// Where on the path a capture sees the packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Point {
+    Client,
+    Middle,
+    Server,
+}
+
+impl Point {
+    pub const ALL: [Point; 3] = [Point::Client, Point::Middle, Point::Server];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::Client => "client",
+            Point::Middle => "middle",
+            Point::Server => "server",
+        }
+    }
+}
 
 /// One captured packet, cut after its TCP header.
 #[derive(Clone, Debug)]
@@ -49,6 +75,12 @@ impl Capture {
     /// Starts capturing every IPv4 TCP packet in `namespace`; returns once the socket
     /// is open, so nothing sent afterwards is missed.
     pub fn start(namespace: Option<Arc<Namespace>>) -> Result<Capture> {
+        Capture::start_at(namespace, Point::Client)
+    }
+
+    /// Starts capturing at `point` in `namespace` (the middle: the TCP packets inside the
+    /// delay line's datagrams on the veth; elsewhere: IPv4 TCP packets).
+    pub fn start_at(namespace: Option<Arc<Namespace>>, point: Point) -> Result<Capture> {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = channel::<Result<()>>();
         let flag = stop.clone();
@@ -60,7 +92,7 @@ impl Capture {
             match opened {
                 Ok(fd) => {
                     let _ = ready_tx.send(Ok(()));
-                    Ok(capture_loop(&fd, &flag))
+                    Ok(capture_loop(&fd, &flag, point))
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(LabError::Failed(e.to_string())));
@@ -114,7 +146,7 @@ fn open_packet_socket() -> Result<OwnedFd> {
     Ok(fd)
 }
 
-fn capture_loop(fd: &OwnedFd, stop: &AtomicBool) -> Vec<Packet> {
+fn capture_loop(fd: &OwnedFd, stop: &AtomicBool, point: Point) -> Vec<Packet> {
     let mut packets = Vec::new();
     let mut buf = vec![0u8; 65_536];
     let mut control = nix::cmsg_space!(nix::sys::time::TimeSpec);
@@ -142,13 +174,21 @@ fn capture_loop(fd: &OwnedFd, stop: &AtomicBool) -> Vec<Packet> {
                 }
             }
         }
-        let (Some(time), Some(cut)) = (time, tcp_headers_len(&buf[..len])) else {
+        let packet = if point == Point::Middle {
+            match line_payload(&buf[..len]) {
+                Some(inner) => inner,
+                None => continue,
+            }
+        } else {
+            &buf[..len]
+        };
+        let (Some(time), Some(cut)) = (time, tcp_headers_len(packet)) else {
             continue;
         };
         packets.push(Packet {
             time,
-            headers: buf[..cut].to_vec(),
-            orig_len: len as u32,
+            headers: packet[..cut].to_vec(),
+            orig_len: packet.len() as u32,
         });
     }
     packets
@@ -164,6 +204,22 @@ fn tcp_headers_len(packet: &[u8]) -> Option<usize> {
     let tcp_len = usize::from(packet.get(ip_len + 12)? >> 4) * 4;
     let end = ip_len + tcp_len;
     (end <= packet.len() && tcp_len >= 20).then_some(end)
+}
+
+/// The IP packet a delay-line datagram carries (IPv4, UDP from or to the line's port);
+/// `None` for anything else.
+fn line_payload(packet: &[u8]) -> Option<&[u8]> {
+    let first = *packet.first()?;
+    if first >> 4 != 4 || *packet.get(9)? != 17 {
+        return None;
+    }
+    let ip_len = usize::from(first & 0x0f) * 4;
+    let udp = packet.get(ip_len..ip_len + 8)?;
+    let port = |at: usize| u16::from_be_bytes([udp[at], udp[at + 1]]);
+    if port(0) != LINE_PORT && port(2) != LINE_PORT {
+        return None;
+    }
+    packet.get(ip_len + 8..)
 }
 
 /// Writes packets as a pcap file (raw IP).
@@ -190,5 +246,24 @@ mod tests {
         packet[9] = 17;
         assert_eq!(tcp_headers_len(&packet), None);
         assert_eq!(tcp_headers_len(&[]), None);
+    }
+
+    #[test]
+    fn the_middle_takes_the_tcp_packet_out_of_the_line_datagram() {
+        let mut inner = vec![0u8; 52];
+        inner[0] = 0x45;
+        inner[9] = 6;
+        inner[20 + 12] = 8 << 4;
+        let mut outer = vec![0u8; 28];
+        outer[0] = 0x45;
+        outer[9] = 17;
+        outer[20..22].copy_from_slice(&LINE_PORT.to_be_bytes());
+        outer[22..24].copy_from_slice(&40_000u16.to_be_bytes());
+        outer.extend_from_slice(&inner);
+        assert_eq!(line_payload(&outer), Some(&inner[..]));
+        // Another UDP port, or TCP itself, is not the line's.
+        outer[20..22].copy_from_slice(&53u16.to_be_bytes());
+        assert_eq!(line_payload(&outer), None);
+        assert_eq!(line_payload(&inner), None);
     }
 }

@@ -10,12 +10,17 @@
 //!   request/response or one-way (on the client's own clock, or a stream).
 //! - [`reader`]: how each application reads: SO_RCVBUF, bytes per read, pace, late wake-ups.
 //! - [`net`]: where they run: loopback (no root), a private namespace's loopback, or two
-//!   namespaces joined by a veth pair with the user-space [`delayline`] between them.
-//! - [`capture`]: AF_PACKET capture of the lab's own packets, written as pcap.
+//!   namespaces joined by a veth pair with the user-space [`delayline`] between them,
+//!   whose delay may vary per packet as a [`queue`] shared with cross traffic would.
+//! - [`programs`]: seed 002's Java client and server, and an HTTP keep-alive server
+//!   (seed 004) with its client, run as they are in the lab's namespaces.
+//! - [`capture`]: AF_PACKET capture of the lab's own packets at the client, the server
+//!   or the middle of the delay line, written as pcap.
 //! - [`measure`]: latency percentiles, throughput, and which transactions stalled.
 //! - [`compare`]: the analyzer against the measurements, the simulator against the lab.
 //! - [`suites`]: the published cases (seed 002's table, seed 000's bulk blocks, the
-//!   closed-loop matrix, the delay line's accuracy, seeds 003 and 004 at 20 and 100 ms).
+//!   closed-loop matrix, the delay line's accuracy, seeds 003 and 004 at 20 and 100 ms,
+//!   the Java programs over varying delays captured at three points).
 
 pub mod capture;
 pub mod compare;
@@ -26,6 +31,8 @@ pub mod measure;
 pub mod net;
 pub mod netns;
 pub mod privileges;
+pub mod programs;
+pub mod queue;
 pub mod reader;
 pub mod report;
 pub mod suites;

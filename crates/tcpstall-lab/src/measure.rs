@@ -31,6 +31,19 @@ pub struct LatencySummary {
     pub throughput_bps: f64,
 }
 
+/// Which of a program's own round-trip times were slow, on a path whose round trip lies
+/// between `min_rtt` and `max_rtt` (a delay that varies): slower than `min_rtt + max_rtt
+/// + STALL_MARGIN`. A round trip no timer held takes at most two path round trips (one
+/// more when Nagle holds a write until a prompt ACK), so at most `2 * max_rtt`; one held
+/// by a delayed-ACK timer takes at least `2 * min_rtt` plus the timer, 40 ms at least
+/// (TCP_DELACK_MIN). The line halfway between is the threshold, and it separates the two
+/// while the path varies by less than 40 ms a round trip; on a constant path it is two
+/// round trips plus 20 ms, as [`stalled`] gives with a one-round-trip baseline.
+pub fn slow_round_trips(latencies: &[Duration], min_rtt: Duration, max_rtt: Duration) -> Vec<bool> {
+    let threshold = min_rtt + max_rtt + STALL_MARGIN;
+    latencies.iter().map(|&l| l > threshold).collect()
+}
+
 /// The nearest-rank percentile of sorted values (as the simulator's summary does).
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -114,6 +127,20 @@ mod tests {
         // One round trip of Nagle hold at 20 ms RTT is not a delayed-ACK stall.
         assert_eq!(
             stalled(&[ms(41), ms(84)], &[ms(20), ms(20)], ms(20)),
+            vec![false, true]
+        );
+    }
+
+    #[test]
+    fn slow_round_trips_are_those_beyond_two_varying_round_trips_and_the_margin() {
+        let ms = Duration::from_millis;
+        // 30 to 36 ms round trips: 86 ms is the line.
+        assert_eq!(
+            slow_round_trips(&[ms(31), ms(72), ms(86), ms(87), ms(100)], ms(30), ms(36)),
+            vec![false, false, false, true, true]
+        );
+        assert_eq!(
+            slow_round_trips(&[ms(20), ms(21)], Duration::ZERO, Duration::ZERO),
             vec![false, true]
         );
     }

@@ -4,7 +4,8 @@
 //! - **private loopback**: 127.0.0.1 inside a namespace of the lab's own, so a capture
 //!   sees nothing but the lab's traffic (root).
 //! - **delay line**: two namespaces joined by a veth pair, the client at 198.19.0.1 and
-//!   the server at 198.19.0.2, with the [`delayline`](crate::delayline) between them (root).
+//!   the server at 198.19.0.2, with the [`delayline`](crate::delayline) between them (root);
+//!   its delay may vary per packet ([`Net::set_variation`]).
 //!   The addresses come from 198.18.0.0/15, the range set aside for benchmarking
 //!   (RFC 2544, RFC 6890): they exist only inside the lab's namespaces.
 
@@ -12,7 +13,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::delayline::{DelayLine, LineEnd, TUN_MTU, open_tun};
+use crate::capture::Point;
+use crate::delayline::{DelayLine, LineEnd, MAX_VARIATION, TUN_MTU, Variation, open_tun};
 use crate::netns::{Namespace, Setup, ip, run_in};
 use crate::{LabError, Result};
 
@@ -20,7 +22,7 @@ pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const CLIENT_VETH_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const SERVER_VETH_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-const LINE_PORT: u16 = 47_000;
+pub const LINE_PORT: u16 = 47_000;
 const VETH: &str = "veth-lab";
 const TUN: &str = "tun-lab";
 /// Longest one-way delay the line accepts.
@@ -138,9 +140,44 @@ impl Net {
         }
     }
 
+    /// Sets how much the delay line's delay varies per packet; an error on other paths
+    /// or out of range.
+    pub fn set_variation(&self, variation: Variation) -> Result<()> {
+        if !(variation.fraction.is_finite() && (0.0..=MAX_VARIATION).contains(&variation.fraction))
+        {
+            return Err(LabError::Unsupported(format!(
+                "the delay line varies a delay by 0 to {:.0}%",
+                MAX_VARIATION * 100.0
+            )));
+        }
+        match &self.line {
+            Some(line) => {
+                line.set_variation(variation);
+                Ok(())
+            }
+            None => Err(LabError::Unsupported(
+                "a varying delay needs the delay line (root)".into(),
+            )),
+        }
+    }
+
     /// The namespace a capture runs in: the client's.
     pub fn capture_ns(&self) -> Option<&Arc<Namespace>> {
         self.client_ns.as_ref()
+    }
+
+    /// The namespace a capture at `point` runs in: the client's for the client and the
+    /// middle (its end of the veth), the server's for the server. The middle exists only
+    /// on the delay line.
+    pub fn capture_ns_at(&self, point: Point) -> Result<Option<&Arc<Namespace>>> {
+        match point {
+            Point::Client => Ok(self.client_ns.as_ref()),
+            Point::Server => Ok(self.server_ns.as_ref()),
+            Point::Middle if self.line.is_some() => Ok(self.client_ns.as_ref()),
+            Point::Middle => Err(LabError::Unsupported(
+                "a capture in the middle of the path needs the delay line (root)".into(),
+            )),
+        }
     }
 
     /// The MTU the lab's packets see, for the simulator's link.
@@ -156,10 +193,21 @@ impl Net {
         match (&self.kind, &self.line) {
             (PathKind::Loopback, _) => "loopback (127.0.0.1)".into(),
             (PathKind::PrivateLoopback, _) => "loopback in a private namespace".into(),
-            (PathKind::DelayLine, Some(line)) => format!(
-                "two namespaces, veth pair, user-space delay line, requested RTT {:.1} ms",
-                line.round_trip().as_secs_f64() * 1e3
-            ),
+            (PathKind::DelayLine, Some(line)) => {
+                let mut text = format!(
+                    "two namespaces, veth pair, user-space delay line, requested RTT {:.1} ms",
+                    line.round_trip().as_secs_f64() * 1e3
+                );
+                let v = line.variation();
+                if v.fraction > 0.0 {
+                    text.push_str(&format!(
+                        " + up to {:.0}% from its queues (seed {})",
+                        v.fraction * 100.0,
+                        v.seed
+                    ));
+                }
+                text
+            }
             (PathKind::DelayLine, None) => "two namespaces".into(),
         }
     }

@@ -7,7 +7,7 @@ use tcpstall_core::detect::StallClass;
 use crate::compare::{Confusion, SimComparison};
 use crate::lab::LabRun;
 use crate::measure::{STALL_MARGIN, millis};
-use crate::suites::{DelayPoint, MatrixResult, Row};
+use crate::suites::{DelayPoint, LATE_LIMIT, MAX_ATTEMPTS, MatrixResult, Row, VaryingRow};
 
 /// One run: its latency, throughput and stalled transactions.
 pub fn run_text(run: &LabRun, label: &str, path: &str) -> String {
@@ -289,5 +289,113 @@ pub fn delay_text(points: &[DelayPoint]) -> String {
             p.line.max_us
         );
     }
+    out
+}
+
+/// The varying-delay suite: per program and path, the programs' round trips, the line's
+/// queue waits, and each capture point's stalls against the programs' slow round trips.
+pub fn varying_text(rows: &[VaryingRow]) -> String {
+    let mut out = String::new();
+    for row in rows {
+        let p = &row.path;
+        let rtt = p.rtt_ms;
+        let _ = writeln!(
+            out,
+            "{}, {} {:.1} ms RTT + up to {:.0}% (round trips {:.2} to {:.2} ms), seed {}:",
+            row.program.name(),
+            p.name,
+            rtt,
+            p.variation * 100.0,
+            rtt,
+            rtt * (1.0 + p.variation),
+            row.seed
+        );
+        let _ = write!(out, "  round trips (ms, * = slow):");
+        for (t, &slow) in row.run.round_trips.iter().zip(&row.slow) {
+            let _ = write!(
+                out,
+                " {:.3}{}",
+                millis(t.latency),
+                if slow { "*" } else { "" }
+            );
+        }
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "  delay line:  queue wait per stage p50 {:.0} us, p99 {:.0} us, max {:.0} us; late p50 {:.0} us, p99 {:.0} us, max {:.0} us ({} stage passes)",
+            row.waits.p50_us,
+            row.waits.p99_us,
+            row.waits.max_us,
+            row.lateness.p50_us,
+            row.lateness.p99_us,
+            row.lateness.max_us,
+            row.lateness.packets
+        );
+        if !row.late_runs.is_empty() {
+            let late: Vec<String> = row
+                .late_runs
+                .iter()
+                .map(|us| format!("{:.1} ms", us / 1e3))
+                .collect();
+            let _ = writeln!(
+                out,
+                "               run again: the line was late by {} (more than {} ms)",
+                late.join(", then "),
+                LATE_LIMIT.as_millis()
+            );
+        }
+        if !row.faithful() {
+            let _ = writeln!(
+                out,
+                "               not the path asked for: the line was late by {:.1} ms in each of {} runs",
+                row.lateness.max_us / 1e3,
+                MAX_ATTEMPTS
+            );
+        }
+        for point in &row.points {
+            let c = &point.confusion;
+            let _ = writeln!(
+                out,
+                "  {:<7} {} packets; analyzer {} stalls, programs {} slow; agree on {} of {}",
+                format!("{}:", point.point.name()),
+                point.packets,
+                point.stalls,
+                row.slow_count(),
+                c.true_positives + c.true_negatives,
+                c.total()
+            );
+            let differ: Vec<String> = point
+                .found
+                .iter()
+                .zip(&row.slow)
+                .enumerate()
+                .filter(|(_, (f, s))| f != s)
+                .map(|(i, (&f, _))| {
+                    format!(
+                        "#{} {:.3} ms {}",
+                        i + 1,
+                        millis(row.run.round_trips[i].latency),
+                        if f {
+                            "stalled by the analyzer, not slow"
+                        } else {
+                            "slow, no stall from the analyzer"
+                        }
+                    )
+                })
+                .collect();
+            if !differ.is_empty() {
+                let _ = writeln!(out, "          differ: {}", differ.join("; "));
+            }
+        }
+        out.push('\n');
+    }
+    let agree = rows.iter().filter(|r| r.agrees()).count();
+    let faithful = rows.iter().filter(|r| r.faithful()).count();
+    let _ = writeln!(
+        out,
+        "varying delays: {agree} of {} program and path pairs agree at every capture point; the line gave the path asked for in {faithful} of {}",
+        rows.len(),
+        rows.len()
+    );
     out
 }
