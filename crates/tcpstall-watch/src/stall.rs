@@ -26,7 +26,9 @@ const TIMER_MEMORY_LEN: usize = 4096;
 /// A hold waits this long for a timer event that the ring buffer delivered late (the
 /// timer fires on another CPU than the one that sees the ACK).
 const LATE_TIMER_NS: u64 = 20_000_000;
-/// The ACK leaves when the timer fires: it reaches a local holder within this.
+/// The ACK leaves when the timer fires: it reaches a local holder within this, plus the
+/// holder's smoothed round trip when the peer is on this host behind a path of its own
+/// (another network namespace with a delay).
 const TIMER_TO_ACK_NS: u64 = 5_000_000;
 /// How much later than the round trip a host may send what an ACK released: the
 /// analyzer's allowance for the same link of its evidence (`HOST_TURNAROUND` in
@@ -243,7 +245,8 @@ impl StallAssembler {
                     && f.socket.remote == hold.socket.local
                     && f.fired_ns >= hold.start_ns
                     && f.fired_ns <= hold.released_ns
-                    && hold.released_ns - f.fired_ns <= TIMER_TO_ACK_NS
+                    && hold.released_ns - f.fired_ns
+                        <= TIMER_TO_ACK_NS + u64::from(hold.smoothed_rtt_us) * 1000
             })
             .map(|from_back| self.fired.len() - 1 - from_back)?;
         self.fired[i].claimed = true;
@@ -546,6 +549,29 @@ mod tests {
         a.push(fired(140 * MS));
         a.push(hold(100 * MS, 140 * MS + 20_000));
         a.push(answered(140 * MS, 140 * MS + 40_000, 40 * MS));
+        let stalls = a.finish();
+        assert_eq!(stalls.len(), 1);
+        assert_eq!(stalls[0].evidence, Evidence::TimerSeen);
+        assert_eq!(a.seen_from_both_sides, 1);
+    }
+
+    #[test]
+    fn both_ends_on_this_host_behind_a_delay_are_one_stall() {
+        let mut a = assembler();
+        // A 20 ms round trip between two network namespaces: the ACK reaches the holder
+        // 10 ms after the timer fired, the released bytes the delayer 10 ms later.
+        let WatchEvent::NagleHold(mut slow) = hold(100 * MS, 150 * MS) else {
+            unreachable!()
+        };
+        slow.smoothed_rtt_us = 20_000;
+        a.push(fired(140 * MS));
+        a.push(WatchEvent::NagleHold(slow));
+        let WatchEvent::DelayedAckAnswered(mut answer) = answered(140 * MS, 160 * MS, 30 * MS)
+        else {
+            unreachable!()
+        };
+        answer.min_rtt_us = 20_000;
+        a.push(WatchEvent::DelayedAckAnswered(answer));
         let stalls = a.finish();
         assert_eq!(stalls.len(), 1);
         assert_eq!(stalls[0].evidence, Evidence::TimerSeen);
