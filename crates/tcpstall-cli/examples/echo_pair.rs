@@ -6,7 +6,9 @@
 //! Modes: two-writes ("hello " then "world\n", then read the echo), one-write,
 //! nodelay (two writes with TCP_NODELAY), server-sleep (one write; the server waits
 //! 40 ms before its one-write reply), bulk (the client sends BYTES, the server answers
-//! one byte; ROUNDS is the byte count in that mode).
+//! one byte; ROUNDS is the byte count in that mode). The two ends of two-writes also run
+//! apart, as two processes: serve (the echo server alone, for one connection; it prints
+//! "listening" once it accepts) and client (the two-writes client alone).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -22,7 +24,15 @@ fn main() {
         .to_string();
     let count: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(10);
     let port: u16 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8000);
-    let known = ["two-writes", "one-write", "nodelay", "server-sleep", "bulk"];
+    let known = [
+        "two-writes",
+        "one-write",
+        "nodelay",
+        "server-sleep",
+        "bulk",
+        "serve",
+        "client",
+    ];
     if !known.contains(&mode.as_str()) {
         eprintln!(
             "echo_pair: unknown mode {mode:?}; one of {}",
@@ -31,7 +41,19 @@ fn main() {
         std::process::exit(2);
     }
 
+    if mode == "client" {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        exchange_lines(stream, "two-writes", count);
+        return;
+    }
     let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind 127.0.0.1");
+    if mode == "serve" {
+        println!("listening on 127.0.0.1:{port}");
+        std::io::stdout().flush().expect("flush");
+        let (stream, _) = listener.accept().expect("accept");
+        serve_lines(stream, false);
+        return;
+    }
     let server_mode = mode.clone();
     let server = thread::spawn(move || {
         let (stream, _) = listener.accept().expect("accept");
@@ -50,30 +72,35 @@ fn main() {
             "bulk: {count} bytes in {:.1} ms",
             started.elapsed().as_secs_f64() * 1e3
         );
+        drop(stream);
     } else {
-        if mode == "nodelay" {
-            stream.set_nodelay(true).expect("TCP_NODELAY");
-        }
-        let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-        for _ in 0..count {
-            let started = Instant::now();
-            if mode == "one-write" || mode == "server-sleep" {
-                stream.write_all(b"hello world\n").expect("write");
-            } else {
-                stream.write_all(b"hello ").expect("write");
-                stream.write_all(b"world\n").expect("write");
-            }
-            let mut line = String::new();
-            reader.read_line(&mut line).expect("read");
-            println!(
-                "RTT: {:.3} ms, receive: {}",
-                started.elapsed().as_secs_f64() * 1e3,
-                line.trim_end()
-            );
-        }
+        exchange_lines(stream, &mode, count);
     }
-    drop(stream);
     server.join().expect("server thread");
+}
+
+/// The client: `count` lines sent as the mode says, each echo read back and timed.
+fn exchange_lines(mut stream: TcpStream, mode: &str, count: u64) {
+    if mode == "nodelay" {
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+    }
+    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+    for _ in 0..count {
+        let started = Instant::now();
+        if mode == "one-write" || mode == "server-sleep" {
+            stream.write_all(b"hello world\n").expect("write");
+        } else {
+            stream.write_all(b"hello ").expect("write");
+            stream.write_all(b"world\n").expect("write");
+        }
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("read");
+        println!(
+            "RTT: {:.3} ms, receive: {}",
+            started.elapsed().as_secs_f64() * 1e3,
+            line.trim_end()
+        );
+    }
 }
 
 fn serve_lines(stream: TcpStream, sleep_first: bool) {

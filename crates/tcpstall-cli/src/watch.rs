@@ -1,16 +1,20 @@
 //! `tcpstall watch`: wires the watch crate's loader, stall assembly, summary and
 //! Prometheus exporter into the command.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::process::ExitCode;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use tcpstall_watch::command::{CommandCgroup, remove_stale, shell_status};
+use tcpstall_watch::event::{NagleHold, WatchEvent};
 use tcpstall_watch::loader::{Fix, FixProgram, WatchConfig, Watcher};
 use tcpstall_watch::owners::SocketOwners;
+use tcpstall_watch::peers::LocalSockets;
 use tcpstall_watch::prometheus::{
     DEFAULT_MAX_SERIES, Exporter, Metrics, ephemeral_port_start, parse_listen_address,
 };
@@ -87,7 +91,7 @@ struct Filters<'a> {
 
 impl Filters<'_> {
     fn keep(&self, stall: &Stall) -> bool {
-        let processes = std::iter::once(&stall.holder).chain(stall.delayer.process.as_ref());
+        let processes = stall.holder.iter().chain(stall.delayer.process.as_ref());
         let pid_ok =
             self.args.pid.is_empty() || processes.clone().any(|p| self.args.pid.contains(&p.pid));
         let comm_ok = self.args.comm.is_empty()
@@ -97,6 +101,17 @@ impl Filters<'_> {
                 .iter()
                 .any(|p| self.args.port.contains(p));
         pid_ok && comm_ok && port_ok
+    }
+
+    /// A Nagle hold is its holder's: kept when its process or socket matches.
+    fn keep_hold(&self, hold: &NagleHold) -> bool {
+        let a = self.args;
+        (a.pid.is_empty() || a.pid.contains(&hold.holder.pid))
+            && (a.comm.is_empty() || a.comm.contains(&hold.holder.comm))
+            && (a.port.is_empty()
+                || [hold.socket.local.port(), hold.socket.remote.port()]
+                    .iter()
+                    .any(|p| a.port.contains(p)))
     }
 }
 
@@ -243,10 +258,16 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
     let filters = Filters { args };
-    let mut owners = SocketOwners::default();
+    let owners = Rc::new(RefCell::new(SocketOwners::default()));
+    let peer_owners = Rc::clone(&owners);
+    let mut local_sockets = LocalSockets::default();
     let mut assembler = StallAssembler::new(
         min_stall.as_nanos() as u64,
-        Box::new(move |inode| owners.owner(inode)),
+        Box::new(move |inode| owners.borrow_mut().owner(inode)),
+        Box::new(move |local, remote| {
+            let inode = local_sockets.inode(local, remote)?;
+            peer_owners.borrow_mut().owner(inode)
+        }),
     );
     let mut summary = Summary::default();
     let mut undecodable = 0u64;
@@ -283,7 +304,10 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     };
     loop {
         if let Err(e) = watcher.poll(POLL_INTERVAL, |event| match event {
-            Ok(event) => assembler.push(event),
+            Ok(event) => {
+                count_hold(&event, &filters, &mut summary, &metrics);
+                assembler.push(event)
+            }
             Err(_) => undecodable += 1,
         }) {
             eprintln!("tcpstall watch: {e}");
@@ -351,10 +375,12 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     // The last ACKs of the command's connections may still be in the ring buffer.
     let _ = watcher.poll(Duration::ZERO, |event| {
         if let Ok(event) = event {
+            count_hold(&event, &filters, &mut summary, &metrics);
             assembler.push(event)
         }
     });
     publish(assembler.finish(), &mut summary, &mut output_closed);
+    summary.seen_from_both_sides = assembler.seen_from_both_sides;
     let fix = fix_program.map(|(fix, program)| {
         let (sockets, refused) = program.counts();
         FixOutcome {
@@ -398,6 +424,23 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     drop(watcher);
     drop(cgroup);
     ExitCode::from(exit_status.unwrap_or(0))
+}
+
+/// Counts a Nagle hold (every one, stall or not) in the summary and the metrics.
+fn count_hold(
+    event: &WatchEvent,
+    filters: &Filters,
+    summary: &mut Summary,
+    metrics: &Mutex<Metrics>,
+) {
+    if let WatchEvent::NagleHold(hold) = event
+        && filters.keep_hold(hold)
+    {
+        summary.nagle_holds.add(hold);
+        if let Ok(mut m) = metrics.lock() {
+            m.record_nagle_hold(hold);
+        }
+    }
 }
 
 /// How long a command asked to stop has before it and what it started are killed.

@@ -5,8 +5,9 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use common::watch::{can_watch, echo_pair, free_port};
 use common::with_retries;
@@ -41,6 +42,11 @@ fn watch_echo_pair(extra: &[&str], mode: &str, rounds: u32) -> Result<Watched, S
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    parse_watched(&stdout)
+}
+
+/// The RTT lines of a client and the JSON objects of a watch, from their output.
+fn parse_watched(stdout: &str) -> Result<Watched, String> {
     let mut watched = Watched {
         round_trips_ms: Vec::new(),
         stalls: Vec::new(),
@@ -101,6 +107,170 @@ fn every_stalled_round_trip_is_reported_with_the_client_as_holder() {
         }
         if w.summary["total"]["stalls"].as_i64() != Some(reported) {
             return Err(format!("summary disagrees: {}", w.summary));
+        }
+        // Both ends watched: the server's side saw the same stalls, reported once.
+        if w.summary["seen_from_both_sides"].as_i64().unwrap_or(0) < reported - 1 {
+            return Err(format!(
+                "the delayer's side did not see them: {}",
+                w.summary
+            ));
+        }
+        Ok(())
+    });
+}
+
+/// The server and the client of two-writes as two processes, one under `watch --json
+/// -- echo_pair ...` and the other outside it. Returns the client's round trips and the
+/// watch's stalls and summary, and the client's pid.
+fn watch_one_end(watched: &str, rounds: u32) -> Result<(Watched, u32), String> {
+    let echo = echo_pair();
+    let port = free_port().to_string();
+    let rounds = rounds.to_string();
+    let end_args =
+        |mode: &'static str| -> Vec<String> { vec![mode.into(), rounds.clone(), port.clone()] };
+    let ready = |child: &mut std::process::Child| -> Result<(), String> {
+        let out = child.stdout.take().ok_or("no stdout")?;
+        let mut line = String::new();
+        BufReader::new(out)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
+        if line.starts_with("listening") {
+            Ok(())
+        } else {
+            Err(format!("server did not start: {line:?}"))
+        }
+    };
+    if watched == "serve" {
+        let mut watch = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+            .args(["watch", "--json", "--"])
+            .arg(&echo)
+            .args(end_args("serve"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        // The command's first line ("listening") comes through watch's standard output.
+        let mut out = BufReader::new(watch.stdout.take().ok_or("no stdout")?);
+        let mut first = String::new();
+        out.read_line(&mut first).map_err(|e| e.to_string())?;
+        if !first.starts_with("listening") {
+            let _ = watch.kill();
+            let _ = watch.wait();
+            return Err(format!("server did not start: {first:?}"));
+        }
+        let client = Command::new(&echo)
+            .args(end_args("client"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let client_pid = client.id();
+        let client_out = client.wait_with_output().map_err(|e| e.to_string())?;
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).map_err(|e| e.to_string())?;
+        let status = watch.wait().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err(format!("watch exited with {status}"));
+        }
+        let text = format!("{}{rest}", String::from_utf8_lossy(&client_out.stdout));
+        Ok((parse_watched(&text)?, client_pid))
+    } else {
+        let mut server = Command::new(&echo)
+            .args(end_args("serve"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        if let Err(e) = ready(&mut server) {
+            let _ = server.kill();
+            let _ = server.wait();
+            return Err(e);
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+            .args(["watch", "--json", "--"])
+            .arg(&echo)
+            .args(end_args("client"))
+            .output()
+            .map_err(|e| e.to_string())?;
+        let _ = server.wait();
+        if !out.status.success() {
+            return Err(format!(
+                "watch failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let watched = parse_watched(&String::from_utf8_lossy(&out.stdout))?;
+        let pid = watched.summary["command"]["pid"].as_u64().unwrap_or(0) as u32;
+        Ok((watched, pid))
+    }
+}
+
+/// Slow round trips of the client (over 20 ms: the 40 ms delayed-ACK timer held them).
+fn slow_round_trips(w: &Watched, rounds: usize) -> Result<i64, String> {
+    let slow = w.round_trips_ms.iter().filter(|&&ms| ms > 20.0).count();
+    if w.round_trips_ms.len() != rounds || slow < rounds * 3 / 4 {
+        return Err(format!("the workload itself: {:?}", w.round_trips_ms));
+    }
+    Ok(slow as i64)
+}
+
+#[test]
+fn a_watched_server_sees_the_stalls_of_a_client_outside() {
+    let Some(()) = can_watch("watch on the delaying server alone") else {
+        return;
+    };
+    with_retries("server under watch, client outside", || {
+        let (w, client_pid) = watch_one_end("serve", 20)?;
+        let slow = slow_round_trips(&w, 20)?;
+        let reported = w.stalls.len() as i64;
+        if (reported - slow).abs() > 1 {
+            return Err(format!(
+                "{reported} stalls reported, {slow} slow round trips"
+            ));
+        }
+        let server = w.summary["command"]["pid"]
+            .as_u64()
+            .ok_or("no command pid")?;
+        for stall in &w.stalls {
+            if stall["evidence"] != "delayer-side"
+                || stall["delayer"]["process"]["pid"].as_u64() != Some(server)
+                || stall["holder"]["pid"].as_u64() != Some(u64::from(client_pid))
+                || stall["delayer"]["timer_ms"].as_f64().unwrap_or(0.0) < 30.0
+            {
+                return Err(format!(
+                    "stall not as expected (server {server}, client {client_pid}): {stall}"
+                ));
+            }
+        }
+        if w.summary["nagle_holds"]["total"] != 0 {
+            return Err(format!("the client's holds are not watched: {}", w.summary));
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn a_watched_client_sees_its_stalls_with_the_server_outside() {
+    let Some(()) = can_watch("watch on the holding client alone") else {
+        return;
+    };
+    with_retries("client under watch, server outside", || {
+        let (w, client_pid) = watch_one_end("client", 20)?;
+        let slow = slow_round_trips(&w, 20)?;
+        let reported = w.stalls.len() as i64;
+        if (reported - slow).abs() > 1 {
+            return Err(format!(
+                "{reported} stalls reported, {slow} slow round trips"
+            ));
+        }
+        for stall in &w.stalls {
+            if stall["evidence"] != "timer-seen"
+                || stall["holder"]["pid"].as_u64() != Some(u64::from(client_pid))
+            {
+                return Err(format!("stall not as expected: {stall}"));
+            }
+        }
+        // Every stall began with a Nagle hold, counted for the client.
+        let holds = w.summary["nagle_holds"]["total"].as_i64().unwrap_or(0);
+        if holds < reported {
+            return Err(format!("{holds} Nagle holds for {reported} stalls"));
         }
         Ok(())
     });

@@ -1,6 +1,7 @@
 //! A real Prometheus server (Debian's `prometheus` package; .ci/run installs it) scrapes
 //! `tcpstall watch --prometheus` while a two-writes workload stalls, and its HTTP API
-//! must return the stall counter. Skipped with a message without root, BTF or the
+//! must return the stall counter (each stall once, though both ends are watched) and the
+//! Nagle holds counter. Skipped with a message without root, BTF or the
 //! `prometheus` binary.
 
 mod common;
@@ -144,5 +145,20 @@ fn prometheus_scrapes_the_stall_counter() {
     )
     .expect("query stalled seconds");
     assert!(seconds.contains("\"status\":\"success\""), "{seconds}");
+    // Each stall began with a Nagle hold of the client: the holds counter has them all.
+    let holds_query =
+        "/api/v1/query?query=sum(tcpstall_nagle_holds_total%7Bcomm%3D%22echo_pair%22%7D)";
+    let mut last_holds = None;
+    let holds = wait_for(Duration::from_secs(30), || {
+        let body = http_get(prometheus_port, holds_query)?;
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let value: f64 = v["data"]["result"][0]["value"][1].as_str()?.parse().ok()?;
+        last_holds = Some(value);
+        (value >= slow).then_some(value)
+    });
+    assert!(
+        holds.is_some(),
+        "Prometheus's tcpstall_nagle_holds_total: {last_holds:?}, the program's slow round trips: {slow}"
+    );
     drop(watch);
 }

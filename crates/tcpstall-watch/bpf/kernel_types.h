@@ -29,6 +29,11 @@ enum {
 	BPF_NOEXIST = 1,
 };
 
+/* uapi/linux/bpf.h: bpf_ringbuf_submit's flag to submit without notifying the reader. */
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+};
+
 /* uapi/linux/bpf.h: the sockops callbacks where a connection is established. */
 enum {
 	BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB = 4,
@@ -68,9 +73,23 @@ struct socket {
 	struct file *file;
 };
 
+struct kernfs_node {
+	__u64 id;
+};
+
+struct cgroup {
+	struct kernfs_node *kn;
+};
+
+/* include/linux/cgroup-defs.h: the cgroup v2 the socket was created in. */
+struct sock_cgroup_data {
+	struct cgroup *cgroup;
+};
+
 struct sock {
 	struct sock_common __sk_common;
 	struct socket *sk_socket;
+	struct sock_cgroup_data sk_cgrp_data;
 };
 
 struct timer_list {
@@ -84,19 +103,35 @@ struct inet_connection_sock {
 	} icsk_ack;
 };
 
+struct minmax_sample {
+	__u32 t;
+	__u32 v;
+};
+
+struct minmax {
+	struct minmax_sample s[3];
+};
+
 struct tcp_sock {
+	__u32 rcv_nxt;
 	__u32 write_seq;
 	__u32 snd_nxt;
 	__u32 snd_una;
 	__u32 snd_sml;
 	__u32 packets_out;
 	__u32 mss_cache;
+	__u16 advmss;
 	__u32 snd_wnd;
 	__u32 srtt_us;
+	__u32 mdev_us;
+	struct minmax rtt_min;
+	__u64 tcp_clock_cache;
 	__u8 nonagle : 4;
+	__u8 compressed_ack;
 };
 
 struct sk_buff {
+	unsigned int len;
 	unsigned char *data;
 };
 

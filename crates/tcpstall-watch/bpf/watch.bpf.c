@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: (MIT OR GPL-2.0)
-/* tcpstall watch: reports each Nagle hold that ends, and each delayed-ACK timer that
- * fires with an ACK pending. Tracepoints only (tp_btf), no kprobes:
+/* tcpstall watch: reports each Nagle hold that ends, each delayed-ACK timer that fires
+ * with an ACK pending, and, on the side that delayed the ACK, the peer's next segment
+ * after such a timer. Tracepoints only (tp_btf), no kprobes:
  *   sock:sock_send_length  after a send, in the sender's process: bytes Nagle held
  *                          (most sends leave none, and cost only that test)
- *   tcp:tcp_probe          an incoming segment: its ACK may release the held bytes
+ *   tcp:tcp_probe          an incoming segment: its ACK may release the held bytes; on a
+ *                          socket whose delayed-ACK timer fired, it is the peer's answer
  *   timer:timer_expire_entry  the delayed-ACK timer fired (filtered on its function)
  *   tcp:tcp_destroy_sock   clean-up
+ * Kernel facts are from Linux v6.18 (net/ipv4/tcp_input.c, tcp_timer.c, tcp_output.c).
  * The layout of struct watch_event is mirrored in src/event.rs. */
 #include "kernel_types.h"
 #include <bpf/bpf_helpers.h>
@@ -21,13 +24,20 @@
 #define TCP_NAGLE_CORK 2
 /* include/net/inet_connection_sock.h: the delayed-ACK timer has an ACK to send */
 #define ICSK_ACK_TIMER 2
+/* ... and a segment smaller than the receive MSS arrived since the last ACK left:
+ * tcp_measure_rcv_mss sets it for such a segment, and tcp_event_ack_sent ->
+ * inet_csk_clear_xmit_timer(sk, ICSK_TIME_DACK) clears every pending bit when an ACK
+ * leaves. */
+#define ICSK_ACK_PUSHED 4
 
 #define EVENT_NAGLE_HOLD 1
 #define EVENT_DELACK_FIRED 2
+#define EVENT_DELAYER_SIDE 3
 
 /* Set by the loader before the programs load. */
 volatile const __u64 target_cgroup = 0;  /* 0: every cgroup */
 volatile const __u64 delack_timer_fn = 0; /* address of tcp_delack_timer */
+/* Holds shorter than this are reported without waking user space (it polls anyway). */
 volatile const __u64 min_hold_ns = 1000000;
 
 struct hold {
@@ -56,9 +66,27 @@ struct watch_event {
 	__u8 local_addr[16];
 	__u8 remote_addr[16];
 	char comm[16];
-	/* EVENT_DELACK_FIRED: the socket's inode, by which user space names its process
-	 * (socket:[inode] in /proc/PID/fd); 0 when the socket has no file. */
+	/* EVENT_DELACK_FIRED, EVENT_DELAYER_SIDE: the socket's inode, by which user space
+	 * names its process (socket:[inode] in /proc/PID/fd); 0 when it has no file. */
 	__u64 socket_inode;
+	/* EVENT_DELAYER_SIDE: from the last segment before the timer to the ACK it sent, by
+	 * the socket's own clock (0: unknown); the least round trip and its variation. */
+	__u64 timer_ns;
+	__u32 min_rtt_us;
+	__u32 rtt_var_us;
+};
+
+/* A socket whose delayed-ACK timer fired with an ACK pending after a small segment, while
+ * it had nothing to send: waiting for the peer's next segment. */
+struct ack_wait {
+	__u64 fired_ns;
+	/* tp->tcp_clock_cache when the timer fired: tcp_rcv_established refreshes it for
+	 * every segment (tcp_mstamp_refresh, right after the tcp_probe tracepoint), so it is
+	 * when the last segment arrived; tcp_delack_timer_handler refreshes it again just
+	 * before tcp_send_ack. */
+	__u64 clock_at_fire;
+	__u32 snd_nxt;
+	__u32 pad;
 };
 
 struct {
@@ -69,18 +97,32 @@ struct {
 } holds SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct ack_wait);
+} ack_waits SEC(".maps");
+
+/* Every Nagle hold is reported (user space counts them per process and socket), so the
+ * buffer holds a 100 ms poll interval of about 80,000 holds a second. */
+struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	__uint(max_entries, 1024 * 1024);
 } events SEC(".maps");
 
-/* Index 0: holds in the map, so that the hot paths skip the hash lookup when none is
- * (evicted entries are not subtracted: that only costs a lookup). */
+/* Entries in the holds and ack_waits maps, so that the hot paths skip the hash lookups
+ * when there are none (evicted entries are not subtracted: that only costs a lookup). */
+struct pending {
+	__s64 holds;
+	__s64 ack_waits;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __s64);
-} pending_holds SEC(".maps");
+	__type(value, struct pending);
+} pending SEC(".maps");
 
 /* Index 0: events lost because the ring buffer was full. */
 struct {
@@ -106,18 +148,27 @@ static __always_inline void fill_endpoints(struct watch_event *e, struct sock *s
 	}
 }
 
-static __always_inline __s64 *pending_count(void)
+static __always_inline struct pending *pending_counts(void)
 {
 	__u32 zero = 0;
-	return bpf_map_lookup_elem(&pending_holds, &zero);
+	return bpf_map_lookup_elem(&pending, &zero);
 }
 
 static __always_inline void forget_hold(__u64 *key)
 {
 	if (bpf_map_delete_elem(&holds, key) == 0) {
-		__s64 *pending = pending_count();
-		if (pending)
-			__sync_fetch_and_add(pending, -1);
+		struct pending *p = pending_counts();
+		if (p)
+			__sync_fetch_and_add(&p->holds, -1);
+	}
+}
+
+static __always_inline void forget_ack_wait(__u64 *key)
+{
+	if (bpf_map_delete_elem(&ack_waits, key) == 0) {
+		struct pending *p = pending_counts();
+		if (p)
+			__sync_fetch_and_add(&p->ack_waits, -1);
 	}
 }
 
@@ -183,51 +234,108 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 	/* The first held byte's wait is measured: a hold already there stays. */
 	__u64 key = (__u64)sk;
 	if (bpf_map_update_elem(&holds, &key, &hold, BPF_NOEXIST) == 0) {
-		__s64 *pending = pending_count();
-		if (pending)
-			__sync_fetch_and_add(pending, 1);
+		struct pending *p = pending_counts();
+		if (p)
+			__sync_fetch_and_add(&p->holds, 1);
 	}
 	return 0;
+}
+
+/* The held bytes leave when the ACK covers the last small segment. Every hold is
+ * reported: user space counts them, and judges which were stalls. */
+static __always_inline void end_hold(struct sock *sk, __u64 *key, __u32 ack)
+{
+	struct hold *hold = bpf_map_lookup_elem(&holds, key);
+	if (!hold)
+		return;
+	if ((__s32)(ack - hold->release_seq) < 0)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	struct watch_event *e = reserve_event();
+	if (e) {
+		e->kind = EVENT_NAGLE_HOLD;
+		e->pid = hold->pid;
+		e->start_ns = hold->start_ns;
+		e->end_ns = now;
+		e->cgroup = hold->cgroup;
+		e->held_bytes = hold->held_bytes;
+		e->mss = hold->mss;
+		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+		if (tp)
+			e->srtt_us = tp->srtt_us >> 3;
+		__builtin_memcpy(e->comm, hold->comm, sizeof(e->comm));
+		fill_endpoints(e, sk);
+		bpf_ringbuf_submit(e, now - hold->start_ns >= min_hold_ns ? 0 : BPF_RB_NO_WAKEUP);
+	}
+	forget_hold(key);
+}
+
+/* The peer's next data segment after this socket's delayed-ACK timer fired: reported
+ * when it continues the stream, is smaller than a full segment (the MSS this socket
+ * advertised, tp->advmss: what a Nagle sender holds is less) and this socket sent no
+ * data since (the segment then answers the ACK alone). Pure ACKs are passed over. */
+static __always_inline void answer_ack(struct sock *sk, const struct sk_buff *skb, __u64 *key,
+				       struct tcphdr *th)
+{
+	struct ack_wait *wait = bpf_map_lookup_elem(&ack_waits, key);
+	if (!wait)
+		return;
+	__u8 doff = 0;
+	__be32 seq_be = 0;
+	if (bpf_probe_read_kernel(&doff, 1, (unsigned char *)th + 12) ||
+	    bpf_probe_read_kernel(&seq_be, sizeof(seq_be), &th->seq))
+		return;
+	__u32 len = BPF_CORE_READ(skb, len);
+	__u32 header = (__u32)(doff >> 4) * 4;
+	if (len <= header)
+		return;
+	__u32 payload = len - header;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return;
+	__u32 full = tp->advmss;
+	if (bpf_ntohl(seq_be) == tp->rcv_nxt && tp->snd_nxt == wait->snd_nxt && payload < full) {
+		struct watch_event *e = reserve_event();
+		if (e) {
+			e->kind = EVENT_DELAYER_SIDE;
+			e->start_ns = wait->fired_ns;
+			e->end_ns = bpf_ktime_get_ns();
+			e->held_bytes = payload;
+			e->mss = full;
+			e->srtt_us = tp->srtt_us >> 3;
+			/* tcp_rtt_estimator: mdev_us is four times RFC 6298's RTTVAR; rtt_min is
+			 * the windowed least round trip (tcp_min_rtt). */
+			e->rtt_var_us = tp->mdev_us >> 2;
+			e->min_rtt_us = BPF_CORE_READ(tp, rtt_min.s[0].v);
+			/* Still the clock of the handler's refresh before its ACK (this segment's
+			 * own refresh comes after the tracepoint). */
+			__u64 clock_now = tp->tcp_clock_cache;
+			if (clock_now > wait->clock_at_fire)
+				e->timer_ns = clock_now - wait->clock_at_fire;
+			e->socket_inode = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+			fill_endpoints(e, sk);
+			bpf_ringbuf_submit(e, 0);
+		}
+	}
+	forget_ack_wait(key);
 }
 
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(on_segment_in, struct sock *sk, const struct sk_buff *skb)
 {
-	__s64 *pending = pending_count();
-	if (pending && *pending <= 0)
+	struct pending *p = pending_counts();
+	if (p && p->holds <= 0 && p->ack_waits <= 0)
 		return 0;
 	__u64 key = (__u64)sk;
-	struct hold *hold = bpf_map_lookup_elem(&holds, &key);
-	if (!hold)
-		return 0;
 	/* tcp_rcv_established: skb->data is the TCP header. */
 	struct tcphdr *th = (struct tcphdr *)skb->data;
-	__be32 ack_be = 0;
-	if (bpf_probe_read_kernel(&ack_be, sizeof(ack_be), &th->ack_seq))
-		return 0;
-	__u32 ack = bpf_ntohl(ack_be);
-	if ((__s32)(ack - hold->release_seq) < 0)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	if (now - hold->start_ns >= min_hold_ns) {
-		struct watch_event *e = reserve_event();
-		if (e) {
-			e->kind = EVENT_NAGLE_HOLD;
-			e->pid = hold->pid;
-			e->start_ns = hold->start_ns;
-			e->end_ns = now;
-			e->cgroup = hold->cgroup;
-			e->held_bytes = hold->held_bytes;
-			e->mss = hold->mss;
-			struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-			if (tp)
-				e->srtt_us = tp->srtt_us >> 3;
-			__builtin_memcpy(e->comm, hold->comm, sizeof(e->comm));
-			fill_endpoints(e, sk);
-			bpf_ringbuf_submit(e, 0);
-		}
+	if (!p || p->holds > 0) {
+		__be32 ack_be = 0;
+		if (bpf_probe_read_kernel(&ack_be, sizeof(ack_be), &th->ack_seq) == 0)
+			end_hold(sk, &key, bpf_ntohl(ack_be));
 	}
-	forget_hold(&key);
+	if (!p || p->ack_waits > 0)
+		answer_ack(sk, skb, &key, th);
 	return 0;
 }
 
@@ -245,28 +353,59 @@ int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
 	if (!key)
 		return 0;
 	struct inet_connection_sock *icsk = (struct inet_connection_sock *)key;
-	if (!(BPF_CORE_READ(icsk, icsk_ack.pending) & ICSK_ACK_TIMER))
+	__u8 ack_pending = BPF_CORE_READ(icsk, icsk_ack.pending);
+	if (!(ack_pending & ICSK_ACK_TIMER))
 		return 0;
-	struct watch_event *e = reserve_event();
-	if (!e)
-		return 0;
-	e->kind = EVENT_DELACK_FIRED;
-	e->end_ns = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns();
 	struct sock *sk = (struct sock *)key;
-	e->socket_inode = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
-	fill_endpoints(e, sk);
-	bpf_ringbuf_submit(e, 0);
+	struct watch_event *e = reserve_event();
+	if (e) {
+		e->kind = EVENT_DELACK_FIRED;
+		e->end_ns = now;
+		e->socket_inode = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
+		fill_endpoints(e, sk);
+		bpf_ringbuf_submit(e, 0);
+	}
+	/* The delayer's side: a small segment arrived (ICSK_ACK_PUSHED), and the socket
+	 * had nothing to send (all it was given has left), so its ACK waited for the timer.
+	 * tcp_delack_timer_handler sends it (tcp_send_ack) unless the socket is busy; a
+	 * compressed SACK (tp->compressed_ack) takes another path. */
+	if (!(ack_pending & ICSK_ACK_PUSHED))
+		return 0;
+	/* The socket comes from the timer's address, not as a trusted argument: its
+	 * fields are read as kernel memory. */
+	struct tcp_sock *tp = (struct tcp_sock *)key;
+	__u32 snd_nxt = BPF_CORE_READ(tp, snd_nxt);
+	if (BPF_CORE_READ(tp, write_seq) != snd_nxt || BPF_CORE_READ(tp, compressed_ack))
+		return 0;
+	if (target_cgroup && BPF_CORE_READ(sk, sk_cgrp_data.cgroup, kn, id) != target_cgroup)
+		return 0;
+	struct ack_wait wait = {
+		.fired_ns = now,
+		.clock_at_fire = BPF_CORE_READ(tp, tcp_clock_cache),
+		.snd_nxt = snd_nxt,
+	};
+	__u64 sk_key = key;
+	int fresh = bpf_map_lookup_elem(&ack_waits, &sk_key) == 0;
+	if (bpf_map_update_elem(&ack_waits, &sk_key, &wait, BPF_ANY) == 0 && fresh) {
+		struct pending *p = pending_counts();
+		if (p)
+			__sync_fetch_and_add(&p->ack_waits, 1);
+	}
 	return 0;
 }
 
 SEC("tp_btf/tcp_destroy_sock")
 int BPF_PROG(on_destroy, struct sock *sk)
 {
-	__s64 *pending = pending_count();
-	if (pending && *pending <= 0)
+	struct pending *p = pending_counts();
+	if (p && p->holds <= 0 && p->ack_waits <= 0)
 		return 0;
 	__u64 key = (__u64)sk;
-	forget_hold(&key);
+	if (!p || p->holds > 0)
+		forget_hold(&key);
+	if (!p || p->ack_waits > 0)
+		forget_ack_wait(&key);
 	return 0;
 }
 

@@ -1,13 +1,14 @@
 //! Decodes the records `bpf/watch.bpf.c` writes to its ring buffer (`struct
-//! watch_event`, native byte order, 112 bytes with the C compiler's padding).
+//! watch_event`, native byte order, 128 bytes with the C compiler's padding).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Size of `struct watch_event` as the eBPF program writes it.
-pub const RAW_EVENT_SIZE: usize = 112;
+pub const RAW_EVENT_SIZE: usize = 128;
 
 const KIND_NAGLE_HOLD: u32 = 1;
 const KIND_DELACK_FIRED: u32 = 2;
+const KIND_DELAYER_SIDE: u32 = 3;
 const AF_INET: u16 = 2;
 const AF_INET6: u16 = 10;
 
@@ -52,10 +53,35 @@ pub struct DelayedAckFired {
     pub fired_ns: u64,
 }
 
+/// Seen on the side that delayed its ACK: its delayed-ACK timer fired with an ACK pending
+/// after a segment smaller than the receive MSS, while it had nothing to send; then the
+/// peer's next data segment came, smaller than the MSS, with nothing sent in between.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DelayedAckAnswered {
+    /// The delayer's socket (its inode names its process, as for a fired timer).
+    pub socket: Endpoints,
+    pub socket_inode: u64,
+    pub fired_ns: u64,
+    /// When the peer's segment arrived.
+    pub answered_ns: u64,
+    /// From the last segment before the timer to the ACK, by the socket's own clock.
+    pub timer_ns: Option<u64>,
+    /// The peer's segment: what its Nagle held.
+    pub released_bytes: u32,
+    /// The MSS the delayer advertised (tp->advmss): the peer's full segment.
+    pub mss: u32,
+    pub smoothed_rtt_us: u32,
+    /// The kernel's windowed least round trip (tcp_min_rtt).
+    pub min_rtt_us: u32,
+    /// RFC 6298 RTTVAR as the kernel keeps it (mdev_us / 4).
+    pub rtt_var_us: u32,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WatchEvent {
     NagleHold(NagleHold),
     DelayedAckFired(DelayedAckFired),
+    DelayedAckAnswered(DelayedAckAnswered),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -106,6 +132,9 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
     let remote = address(family, f.bytes16(68))?;
     let comm = comm(&record[84..100]);
     let socket_inode = f.u64(104);
+    let timer_ns = f.u64(112);
+    let min_rtt_us = f.u32(120);
+    let rtt_var_us = f.u32(124);
     let socket = Endpoints {
         local: SocketAddr::new(local, local_port),
         remote: SocketAddr::new(remote, remote_port),
@@ -126,6 +155,18 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
             socket_inode,
             socket,
             fired_ns: end_ns,
+        })),
+        KIND_DELAYER_SIDE => Ok(WatchEvent::DelayedAckAnswered(DelayedAckAnswered {
+            socket,
+            socket_inode,
+            fired_ns: start_ns,
+            answered_ns: end_ns,
+            timer_ns: (timer_ns > 0).then_some(timer_ns),
+            released_bytes: held_bytes,
+            mss,
+            smoothed_rtt_us,
+            min_rtt_us,
+            rtt_var_us,
         })),
         other => Err(DecodeError::Kind(other)),
     }
@@ -183,6 +224,21 @@ pub(crate) mod tests {
         r
     }
 
+    /// A delayer-side record: timer `timer` ns, least round trip 30 us, RTTVAR 10 us.
+    pub(crate) fn answered_record(
+        fired: u64,
+        answered: u64,
+        timer: u64,
+        delayer: ([u8; 4], u16),
+        peer: ([u8; 4], u16),
+    ) -> Vec<u8> {
+        let mut r = record(3, 11, fired, answered, 6, delayer, peer, "");
+        r[112..120].copy_from_slice(&timer.to_ne_bytes());
+        r[120..124].copy_from_slice(&30u32.to_ne_bytes());
+        r[124..128].copy_from_slice(&10u32.to_ne_bytes());
+        r
+    }
+
     #[test]
     fn decodes_a_nagle_hold() {
         let r = record(
@@ -224,6 +280,24 @@ pub(crate) mod tests {
         assert_eq!(fired.owner, None);
         assert_eq!(fired.socket_inode, 31_000);
         assert_eq!(fired.fired_ns, 9);
+    }
+
+    #[test]
+    fn a_delayer_side_record_carries_its_timer_and_round_trip() {
+        let r = answered_record(40, 90, 39, ([10, 0, 0, 1], 80), ([10, 0, 0, 2], 5000));
+        let WatchEvent::DelayedAckAnswered(a) = decode(&r).unwrap() else {
+            panic!("not a delayer-side record");
+        };
+        assert_eq!((a.fired_ns, a.answered_ns, a.timer_ns), (40, 90, Some(39)));
+        assert_eq!((a.min_rtt_us, a.rtt_var_us, a.released_bytes), (30, 10, 6));
+        assert_eq!(a.socket.local, "10.0.0.1:80".parse().unwrap());
+        assert_eq!(a.socket_inode, 11_000);
+        let mut unknown = r.clone();
+        unknown[112..120].copy_from_slice(&0u64.to_ne_bytes());
+        let WatchEvent::DelayedAckAnswered(a) = decode(&unknown).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(a.timer_ns, None);
     }
 
     #[test]

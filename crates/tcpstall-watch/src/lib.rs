@@ -7,6 +7,7 @@
 //! - [`event`]: decodes the records the programs write to their ring buffer;
 //! - [`stall`]: joins a Nagle hold with the peer's delayed-ACK timer into a stall;
 //! - [`owners`]: names the delayer's process from its socket, by /proc;
+//! - [`peers`]: finds the socket at the other end of a connection on this host;
 //! - [`summary`]: totals per process and per connection, as text or JSON;
 //! - [`prometheus`]: the metrics endpoint;
 //! - [`command`]: runs a command in a cgroup of its own.
@@ -16,6 +17,7 @@ pub mod event;
 pub mod loader;
 pub mod objects;
 pub mod owners;
+pub mod peers;
 pub mod prometheus;
 pub mod stall;
 pub mod summary;

@@ -1,11 +1,12 @@
 //! The metrics endpoint: `GET /metrics` in the Prometheus text exposition format
 //! (version 0.0.4), every name starting with `tcpstall_`.
 //!
-//! Labels are `comm`, `local_port` and `role` (holder or delayer). Their cardinality is
-//! bounded twice: a local port in the kernel's ephemeral range
-//! (net.ipv4.ip_local_port_range) is labelled `ephemeral`, since a client's port changes
-//! with every connection; and past `max_series` label sets, new ones are counted under
-//! `comm="other", local_port="other"`.
+//! Labels are `comm`, `local_port` and `role` (holder or delayer); the Nagle holds,
+//! always the holder's, have `comm` and `local_port`. Their cardinality is bounded twice:
+//! a local port in the kernel's ephemeral range (net.ipv4.ip_local_port_range) is
+//! labelled `ephemeral`, since a client's port changes with every connection; and past
+//! `max_series` label sets (for the stalls, and again for the holds), new ones are
+//! counted under `comm="other", local_port="other"`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -13,6 +14,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::event::NagleHold;
 use crate::stall::Stall;
 
 /// Upper bounds of the stall-duration histogram, seconds: around the delayed-ACK timers
@@ -39,6 +41,8 @@ struct Series {
 #[derive(Debug)]
 pub struct Metrics {
     series: BTreeMap<Labels, Series>,
+    /// Nagle holds by (comm, local port).
+    holds: BTreeMap<(String, String), u64>,
     max_series: usize,
     ephemeral_from: u16,
     events_lost: u64,
@@ -57,6 +61,7 @@ impl Metrics {
     pub fn new(max_series: usize, ephemeral_from: u16) -> Metrics {
         Metrics {
             series: BTreeMap::new(),
+            holds: BTreeMap::new(),
             max_series: max_series.max(1),
             ephemeral_from,
             events_lost: 0,
@@ -87,11 +92,14 @@ impl Metrics {
     /// Counts a stall for its holder and, when its process is known, its delayer.
     pub fn record(&mut self, stall: &Stall) {
         let seconds = stall.duration_ns as f64 / 1e9;
-        let mut sides = vec![Labels {
-            comm: stall.holder.comm.clone(),
-            local_port: self.port_label(stall.local.port()),
-            role: "holder",
-        }];
+        let mut sides = Vec::with_capacity(2);
+        if let Some(p) = &stall.holder {
+            sides.push(Labels {
+                comm: p.comm.clone(),
+                local_port: self.port_label(stall.local.port()),
+                role: "holder",
+            });
+        }
         if let Some(p) = &stall.delayer.process {
             sides.push(Labels {
                 comm: p.comm.clone(),
@@ -109,6 +117,18 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// Counts a small send Nagle held, for its process and local port.
+    pub fn record_nagle_hold(&mut self, hold: &NagleHold) {
+        let mut key = (
+            hold.holder.comm.clone(),
+            self.port_label(hold.socket.local.port()),
+        );
+        if !self.holds.contains_key(&key) && self.holds.len() >= self.max_series {
+            key = ("other".into(), "other".into());
+        }
+        *self.holds.entry(key).or_default() += 1;
     }
 
     pub fn set_events_lost(&mut self, lost: u64) {
@@ -170,6 +190,16 @@ impl Metrics {
                 out,
                 "tcpstall_stall_duration_seconds_count{{{labels}}} {}",
                 s.stalls
+            );
+        }
+        out.push_str("# HELP tcpstall_nagle_holds_total Small sends Nagle held until an ACK came (Nagle on), stalls or not.\n");
+        out.push_str("# TYPE tcpstall_nagle_holds_total counter\n");
+        for ((comm, port), n) in &self.holds {
+            let _ = writeln!(
+                out,
+                "tcpstall_nagle_holds_total{{comm=\"{}\",local_port=\"{}\"}} {n}",
+                escape(comm),
+                escape(port)
             );
         }
         out.push_str("# HELP tcpstall_events_lost_total Kernel events dropped because the ring buffer was full.\n");
@@ -284,6 +314,54 @@ mod tests {
         assert_eq!(m.series.len(), 4);
         assert!(m.render().contains(
             "tcpstall_stalls_total{comm=\"other\",local_port=\"other\",role=\"holder\"} 7"
+        ));
+    }
+
+    #[test]
+    fn nagle_holds_by_program_with_bounded_labels() {
+        use crate::event::{Endpoints, Process};
+        let hold = |comm: &str, port: u16| NagleHold {
+            holder: Process {
+                pid: 1,
+                comm: comm.into(),
+            },
+            cgroup: 0,
+            socket: Endpoints {
+                local: SocketAddr::from(([127, 0, 0, 1], port)),
+                remote: SocketAddr::from(([127, 0, 0, 1], 8000)),
+            },
+            held_bytes: 6,
+            mss: 65483,
+            smoothed_rtt_us: 40,
+            start_ns: 0,
+            released_ns: 1,
+        };
+        let mut m = Metrics::new(2, 32768);
+        m.record_nagle_hold(&hold("java", 40000));
+        m.record_nagle_hold(&hold("java", 40001));
+        m.record_nagle_hold(&hold("redis", 6379));
+        m.record_nagle_hold(&hold("a", 1));
+        m.record_nagle_hold(&hold("b", 2));
+        let text = m.render();
+        assert!(text.contains("# TYPE tcpstall_nagle_holds_total counter"));
+        assert!(
+            text.contains("tcpstall_nagle_holds_total{comm=\"java\",local_port=\"ephemeral\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("tcpstall_nagle_holds_total{comm=\"redis\",local_port=\"6379\"} 1"));
+        assert!(text.contains("tcpstall_nagle_holds_total{comm=\"other\",local_port=\"other\"} 2"));
+    }
+
+    #[test]
+    fn a_stall_without_a_known_holder_counts_for_its_delayer() {
+        let mut m = Metrics::new(10, 32768);
+        let mut s = stall("client", 40000, 41);
+        s.holder = None;
+        m.record(&s);
+        let text = m.render();
+        assert!(!text.contains("role=\"holder\""));
+        assert!(text.contains(
+            "tcpstall_stalls_total{comm=\"server\",local_port=\"8000\",role=\"delayer\"} 1"
         ));
     }
 

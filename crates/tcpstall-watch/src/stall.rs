@@ -2,6 +2,12 @@
 //! ACK that the peer's delayed-ACK timer sent. When the peer is on this host its timer is
 //! seen firing; when it is remote, the ACK arriving at least `min_stall` later than a
 //! round trip can only have been delayed, and the stall is marked as inferred.
+//!
+//! When the holder is not watched (another host, or a process outside the command or the
+//! filters), the stall is seen from the delayer's side: its timer fired after a small
+//! segment while it had nothing to send, and the peer's next small segment came within
+//! a round trip of that ACK, as a Nagle sender's released bytes do. A stall that both
+//! sides showed is reported once, from the holder's side.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -10,7 +16,7 @@ use serde::Serialize;
 use tcpstall_core::detect::StallClass;
 use tcpstall_core::diagnosis::FixKind;
 
-use crate::event::{DelayedAckFired, NagleHold, Process, WatchEvent};
+use crate::event::{DelayedAckAnswered, DelayedAckFired, NagleHold, Process, WatchEvent};
 
 /// How long a timer that fired is kept to be matched with the hold it released: far
 /// above any delayed-ACK timeout (at most 500 ms, RFC 1122 4.2.3.2).
@@ -20,8 +26,14 @@ const TIMER_MEMORY_LEN: usize = 4096;
 /// A hold waits this long for a timer event that the ring buffer delivered late (the
 /// timer fires on another CPU than the one that sees the ACK).
 const LATE_TIMER_NS: u64 = 20_000_000;
-/// The ACK leaves when the timer fires: it reaches a local holder within this.
+/// The ACK leaves when the timer fires: it reaches a local holder within this, plus the
+/// holder's smoothed round trip when the peer is on this host behind a path of its own
+/// (another network namespace with a delay).
 const TIMER_TO_ACK_NS: u64 = 5_000_000;
+/// How much later than the round trip a host may send what an ACK released: the
+/// analyzer's allowance for the same link of its evidence (`HOST_TURNAROUND` in
+/// tcpstall-core's evidence.rs, 2.5 ms, measured in the lab on this project's host).
+pub const HOST_TURNAROUND_NS: u64 = 2_500_000;
 
 /// How the delayed ACK is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -31,6 +43,10 @@ pub enum Evidence {
     TimerSeen,
     /// The peer is remote: the ACK came later than a round trip by at least the threshold.
     Inferred,
+    /// Seen from the delayer on this host, the holder unwatched: its timer sent the ACK
+    /// after a small segment, and the peer's next small segment answered it within the
+    /// connection's round trip.
+    DelayerSide,
 }
 
 /// The side that delayed its ACK.
@@ -40,15 +56,21 @@ pub struct Delayer {
     /// The process on this host that owns the peer socket, when known.
     pub process: Option<Process>,
     /// From the held send to the delayer's timer firing, when that was seen: the timer's
-    /// length, as the peer is on this host (the data reached it at once).
+    /// length, as the peer is on this host (the data reached it at once). Seen from the
+    /// delayer's side: from the last segment before the timer to its ACK, by the socket's
+    /// own clock.
     pub timer_ns: Option<u64>,
+    /// Seen from the delayer's side: from its ACK to the holder's released segment.
+    pub answered_after_ns: Option<u64>,
 }
 
 /// One stall, as it ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Stall {
     pub class: StallClass,
-    pub holder: Process,
+    /// The holding process, when it is on this host and known.
+    pub holder: Option<Process>,
+    /// The holder's socket: `local` is the holder's end.
     pub local: SocketAddr,
     pub remote: SocketAddr,
     pub held_bytes: u32,
@@ -74,27 +96,51 @@ impl Stall {
 
 /// Names the process holding a socket, from the socket's inode.
 pub type OwnerLookup = Box<dyn FnMut(u64) -> Option<Process>>;
+/// Names the process on this host holding the socket with these (local, remote)
+/// endpoints, if any.
+pub type PeerLookup = Box<dyn FnMut(SocketAddr, SocketAddr) -> Option<Process>>;
+
+/// A timer that fired, and whether a hold it released has claimed it.
+struct Fired {
+    timer: DelayedAckFired,
+    claimed: bool,
+}
+
+/// A delayer-side record waiting to be judged, with its processes named on arrival.
+struct Answered {
+    record: DelayedAckAnswered,
+    delayer: Option<Process>,
+    holder: Option<Process>,
+}
 
 /// Turns the event stream into stalls.
 pub struct StallAssembler {
     min_stall_ns: u64,
     owner_of: OwnerLookup,
-    fired: VecDeque<DelayedAckFired>,
+    peer_of: PeerLookup,
+    fired: VecDeque<Fired>,
     waiting: VecDeque<NagleHold>,
+    answered: VecDeque<Answered>,
     /// Holds that were too short, or released without a delayed ACK.
     pub short_holds: u64,
+    /// Delayer-side records of stalls the holder's side reported.
+    pub seen_from_both_sides: u64,
 }
 
 impl StallAssembler {
     /// `owner_of` names a delayer's process when its timer held a stall: at once when the
     /// hold's end arrives (the process may exit soon after), else when it is judged.
-    pub fn new(min_stall_ns: u64, owner_of: OwnerLookup) -> StallAssembler {
+    /// `peer_of` names a holder on this host that its own side did not show.
+    pub fn new(min_stall_ns: u64, owner_of: OwnerLookup, peer_of: PeerLookup) -> StallAssembler {
         StallAssembler {
             min_stall_ns,
             owner_of,
+            peer_of,
             fired: VecDeque::new(),
             waiting: VecDeque::new(),
+            answered: VecDeque::new(),
             short_holds: 0,
+            seen_from_both_sides: 0,
         }
     }
 
@@ -105,11 +151,14 @@ impl StallAssembler {
                     || self
                         .fired
                         .front()
-                        .is_some_and(|f| f.fired_ns + TIMER_MEMORY_NS < fired.fired_ns)
+                        .is_some_and(|f| f.timer.fired_ns + TIMER_MEMORY_NS < fired.fired_ns)
                 {
                     self.fired.pop_front();
                 }
-                self.fired.push_back(fired);
+                self.fired.push_back(Fired {
+                    timer: fired,
+                    claimed: false,
+                });
             }
             WatchEvent::NagleHold(hold) => {
                 if self.waiting.len() >= TIMER_MEMORY_LEN {
@@ -121,8 +170,27 @@ impl StallAssembler {
                 }
                 if self.is_long_enough(&hold) {
                     self.named_releasing_timer(&hold);
+                } else {
+                    self.releasing_timer(&hold);
                 }
                 self.waiting.push_back(hold);
+            }
+            WatchEvent::DelayedAckAnswered(record) => {
+                if self.answered.len() >= TIMER_MEMORY_LEN {
+                    self.answered.pop_front();
+                }
+                // Named now, as either process may exit soon after; not when the holder's
+                // side already has it, nor when it cannot be a stall.
+                let (mut delayer, mut holder) = (None, None);
+                if !self.claimed(&record) && self.delayer_side_stall(&record).is_some() {
+                    delayer = (self.owner_of)(record.socket_inode);
+                    holder = (self.peer_of)(record.socket.remote, record.socket.local);
+                }
+                self.answered.push_back(Answered {
+                    record,
+                    delayer,
+                    holder,
+                });
             }
         }
     }
@@ -140,6 +208,20 @@ impl StallAssembler {
                 None => self.short_holds += 1,
             }
         }
+        // After the holds that ended before them, which claim the timers they saw.
+        while let Some(answered) = self.answered.front() {
+            if answered.record.answered_ns + LATE_TIMER_NS > now_ns {
+                break;
+            }
+            let answered = self.answered.pop_front().expect("front");
+            if self.claimed(&answered.record) {
+                self.seen_from_both_sides += 1;
+                continue;
+            }
+            if let Some(stall) = self.judge_answered(answered) {
+                stalls.push(stall);
+            }
+        }
         stalls
     }
 
@@ -149,25 +231,85 @@ impl StallAssembler {
     }
 
     /// The peer's timer that fired during the hold, shortly before the ACK arrived (the
-    /// peer's socket has the hold's endpoints swapped).
-    fn releasing_timer(&self, hold: &NagleHold) -> Option<usize> {
-        self.fired.iter().rposition(|f| {
-            f.socket.local == hold.socket.remote
-                && f.socket.remote == hold.socket.local
-                && f.fired_ns >= hold.start_ns
-                && f.fired_ns <= hold.released_ns
-                && hold.released_ns - f.fired_ns <= TIMER_TO_ACK_NS
-        })
+    /// peer's socket has the hold's endpoints swapped), marked as claimed by the hold.
+    /// Timers are searched from the newest back to those older than the hold.
+    fn releasing_timer(&mut self, hold: &NagleHold) -> Option<usize> {
+        let i = self
+            .fired
+            .iter()
+            .rev()
+            .take_while(|f| f.timer.fired_ns + LATE_TIMER_NS >= hold.start_ns)
+            .position(|f| {
+                let f = &f.timer;
+                f.socket.local == hold.socket.remote
+                    && f.socket.remote == hold.socket.local
+                    && f.fired_ns >= hold.start_ns
+                    && f.fired_ns <= hold.released_ns
+                    && hold.released_ns - f.fired_ns
+                        <= TIMER_TO_ACK_NS + u64::from(hold.smoothed_rtt_us) * 1000
+            })
+            .map(|from_back| self.fired.len() - 1 - from_back)?;
+        self.fired[i].claimed = true;
+        Some(i)
     }
 
     /// The timer that released this hold, with its process named if it was not yet.
     fn named_releasing_timer(&mut self, hold: &NagleHold) -> Option<usize> {
         let i = self.releasing_timer(hold)?;
-        let timer = &mut self.fired[i];
+        let timer = &mut self.fired[i].timer;
         if timer.owner.is_none() {
             timer.owner = (self.owner_of)(timer.socket_inode);
         }
         Some(i)
+    }
+
+    /// Whether a hold released by this delayer-side record's timer was seen.
+    fn claimed(&self, record: &DelayedAckAnswered) -> bool {
+        self.fired.iter().rev().any(|f| {
+            f.claimed && f.timer.fired_ns == record.fired_ns && f.timer.socket == record.socket
+        })
+    }
+
+    /// The rule of the delayer's side: the peer's segment came within the connection's
+    /// least round trip, its variation and a host's turnaround of the ACK leaving (the
+    /// analyzer's release rule), and the stall, from the segment the ACK waited for to
+    /// the released one, lasted `min_stall` or more. Returns (answered after the ACK,
+    /// duration).
+    fn delayer_side_stall(&self, record: &DelayedAckAnswered) -> Option<(u64, u64)> {
+        let answered_after = record.answered_ns.checked_sub(record.fired_ns)?;
+        let round_trip_ns = (u64::from(record.min_rtt_us) + u64::from(record.rtt_var_us)) * 1000;
+        if answered_after > round_trip_ns + HOST_TURNAROUND_NS {
+            return None;
+        }
+        let duration = record.timer_ns.unwrap_or(0) + answered_after;
+        (duration >= self.min_stall_ns).then_some((answered_after, duration))
+    }
+
+    fn judge_answered(&mut self, answered: Answered) -> Option<Stall> {
+        let Answered {
+            record,
+            delayer,
+            holder,
+        } = answered;
+        let (answered_after, duration_ns) = self.delayer_side_stall(&record)?;
+        Some(Stall {
+            class: StallClass::NagleDelayedAck,
+            holder,
+            local: record.socket.remote,
+            remote: record.socket.local,
+            held_bytes: record.released_bytes,
+            mss: record.mss,
+            start_ns: record.answered_ns - duration_ns,
+            duration_ns,
+            smoothed_rtt_us: record.smoothed_rtt_us,
+            delayer: Delayer {
+                endpoint: record.socket.local,
+                process: delayer,
+                timer_ns: record.timer_ns,
+                answered_after_ns: Some(answered_after),
+            },
+            evidence: Evidence::DelayerSide,
+        })
     }
 
     fn is_long_enough(&self, hold: &NagleHold) -> bool {
@@ -176,10 +318,14 @@ impl StallAssembler {
 
     fn judge(&mut self, hold: NagleHold) -> Option<Stall> {
         if !self.is_long_enough(&hold) {
+            // A timer event delivered after the hold is claimed all the same.
+            self.releasing_timer(&hold);
             return None;
         }
         let duration_ns = hold.released_ns - hold.start_ns;
-        let timer = self.named_releasing_timer(&hold).map(|i| &self.fired[i]);
+        let timer = self
+            .named_releasing_timer(&hold)
+            .map(|i| &self.fired[i].timer);
         let round_trip_ns = u64::from(hold.smoothed_rtt_us) * 1000;
         let (evidence, delayer) = match timer {
             Some(fired) => (
@@ -188,6 +334,7 @@ impl StallAssembler {
                     endpoint: hold.socket.remote,
                     process: fired.owner.clone(),
                     timer_ns: Some(fired.fired_ns.saturating_sub(hold.start_ns)),
+                    answered_after_ns: None,
                 },
             ),
             None if duration_ns >= round_trip_ns + self.min_stall_ns => (
@@ -196,13 +343,14 @@ impl StallAssembler {
                     endpoint: hold.socket.remote,
                     process: None,
                     timer_ns: None,
+                    answered_after_ns: None,
                 },
             ),
             None => return None,
         };
         Some(Stall {
             class: StallClass::NagleDelayedAck,
-            holder: hold.holder,
+            holder: Some(hold.holder),
             local: hold.socket.local,
             remote: hold.socket.remote,
             held_bytes: hold.held_bytes,
@@ -219,7 +367,10 @@ impl StallAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{Endpoints, decode, tests::record};
+    use crate::event::{
+        Endpoints, decode,
+        tests::{answered_record, record},
+    };
 
     const MS: u64 = 1_000_000;
 
@@ -233,7 +384,26 @@ mod tests {
                     comm: "server".into(),
                 })
             }),
+            Box::new(|local, remote| {
+                (local.port() == 40000 && remote.port() == 8000).then(|| Process {
+                    pid: 10,
+                    comm: "client".into(),
+                })
+            }),
         )
+    }
+
+    /// The server's side: its timer fired at `fired` after a segment `timer` earlier, and
+    /// the client's next segment came at `answered`.
+    fn answered(fired: u64, answered: u64, timer: u64) -> WatchEvent {
+        decode(&answered_record(
+            fired,
+            answered,
+            timer,
+            ([127, 0, 0, 1], 8000),
+            ([127, 0, 0, 1], 40000),
+        ))
+        .unwrap()
     }
 
     fn hold(start: u64, end: u64) -> WatchEvent {
@@ -274,7 +444,7 @@ mod tests {
         assert_eq!(stalls.len(), 1);
         let s = &stalls[0];
         assert_eq!(s.evidence, Evidence::TimerSeen);
-        assert_eq!(s.holder.comm, "client");
+        assert_eq!(s.holder.as_ref().unwrap().comm, "client");
         assert_eq!(s.delayer.process.as_ref().unwrap().comm, "server");
         assert_eq!(s.delayer.process.as_ref().unwrap().pid, 11);
         assert_eq!(s.delayer.timer_ns, Some(40 * MS));
@@ -303,6 +473,7 @@ mod tests {
                     comm: "server".into(),
                 })
             }),
+            Box::new(|_, _| None),
         );
         a.push(fired(40 * MS));
         a.push(hold(0, 40 * MS + 10_000));
@@ -344,13 +515,93 @@ mod tests {
     }
 
     #[test]
+    fn the_delayers_side_alone_is_a_stall_naming_both_ends() {
+        let mut a = assembler();
+        a.push(fired(140 * MS));
+        // Answered 40 us after the ACK: within 30 us + 10 us + the turnaround.
+        a.push(answered(140 * MS, 140 * MS + 40_000, 40 * MS));
+        assert!(a.ready(150 * MS).is_empty(), "waits for a late hold event");
+        let stalls = a.ready(170 * MS);
+        assert_eq!(stalls.len(), 1);
+        let s = &stalls[0];
+        assert_eq!(s.evidence, Evidence::DelayerSide);
+        assert_eq!(s.duration_ns, 40 * MS + 40_000);
+        assert_eq!(s.start_ns, 100 * MS);
+        assert_eq!(s.local, "127.0.0.1:40000".parse().unwrap());
+        assert_eq!(s.holder.as_ref().unwrap().pid, 10);
+        assert_eq!(s.delayer.endpoint, "127.0.0.1:8000".parse().unwrap());
+        assert_eq!(s.delayer.process.as_ref().unwrap().pid, 11);
+        assert_eq!(s.delayer.timer_ns, Some(40 * MS));
+        assert_eq!(s.delayer.answered_after_ns, Some(40_000));
+    }
+
+    #[test]
+    fn an_answer_later_than_the_round_trip_is_no_stall() {
+        let mut a = assembler();
+        // 2.6 ms after the ACK: beyond 40 us of round trip and 2.5 ms of turnaround.
+        a.push(answered(140 * MS, 142 * MS + 600_000, 40 * MS));
+        assert!(a.finish().is_empty());
+    }
+
+    #[test]
+    fn a_stall_both_sides_saw_is_reported_once_from_the_holder() {
+        let mut a = assembler();
+        a.push(fired(140 * MS));
+        a.push(hold(100 * MS, 140 * MS + 20_000));
+        a.push(answered(140 * MS, 140 * MS + 40_000, 40 * MS));
+        let stalls = a.finish();
+        assert_eq!(stalls.len(), 1);
+        assert_eq!(stalls[0].evidence, Evidence::TimerSeen);
+        assert_eq!(a.seen_from_both_sides, 1);
+    }
+
+    #[test]
+    fn both_ends_on_this_host_behind_a_delay_are_one_stall() {
+        let mut a = assembler();
+        // A 20 ms round trip between two network namespaces: the ACK reaches the holder
+        // 10 ms after the timer fired, the released bytes the delayer 10 ms later.
+        let WatchEvent::NagleHold(mut slow) = hold(100 * MS, 150 * MS) else {
+            unreachable!()
+        };
+        slow.smoothed_rtt_us = 20_000;
+        a.push(fired(140 * MS));
+        a.push(WatchEvent::NagleHold(slow));
+        let WatchEvent::DelayedAckAnswered(mut answer) = answered(140 * MS, 160 * MS, 30 * MS)
+        else {
+            unreachable!()
+        };
+        answer.min_rtt_us = 20_000;
+        a.push(WatchEvent::DelayedAckAnswered(answer));
+        let stalls = a.finish();
+        assert_eq!(stalls.len(), 1);
+        assert_eq!(stalls[0].evidence, Evidence::TimerSeen);
+        assert_eq!(a.seen_from_both_sides, 1);
+    }
+
+    #[test]
+    fn a_short_hold_released_by_the_timer_claims_it_too() {
+        let mut a = assembler();
+        // The holder wrote 1 ms before the timer fired: its wait, not the delayer's
+        // 40 ms, is what it lost, and the delayer's side does not report it again.
+        a.push(hold(139 * MS + 500_000, 140 * MS + 20_000));
+        a.push(fired(140 * MS));
+        a.push(answered(140 * MS, 140 * MS + 40_000, 40 * MS));
+        assert!(a.finish().is_empty());
+        assert_eq!(a.seen_from_both_sides, 1);
+    }
+
+    #[test]
     fn memory_stays_bounded() {
         let mut a = assembler();
         for i in 0..(3 * TIMER_MEMORY_LEN as u64) {
             a.push(fired(i));
             a.push(hold(i, i + 1));
         }
+        for i in 0..(3 * TIMER_MEMORY_LEN as u64) {
+            a.push(answered(i, i + 1, 0));
+        }
         assert!(a.fired.len() <= TIMER_MEMORY_LEN);
         assert!(a.waiting.len() <= TIMER_MEMORY_LEN);
+        assert!(a.answered.len() <= TIMER_MEMORY_LEN);
     }
 }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use serde_json::{Value, json};
 
-use crate::event::Process;
+use crate::event::{NagleHold, Process};
 use crate::stall::{Evidence, Stall};
 
 /// At most this many connections are totalled one by one; the rest are counted together,
@@ -77,13 +77,15 @@ fn process_name(p: &Process) -> String {
 
 /// One line for a stall.
 pub fn stall_line(stall: &Stall, clock: &Clock) -> String {
+    let holder = match &stall.holder {
+        Some(p) => format!("{} {}", process_name(p), stall.local),
+        None => stall.local.to_string(),
+    };
     let mut line = format!(
-        "{} {:>7.1} ms {} holder {} {} -> {}, {} B held",
+        "{} {:>7.1} ms {} holder {holder} -> {}, {} B held",
         clock.time_of_day(stall.start_ns + stall.duration_ns),
         ms(stall.duration_ns),
         stall.class.name(),
-        process_name(&stall.holder),
-        stall.local,
         stall.remote,
         stall.held_bytes,
     );
@@ -101,6 +103,24 @@ pub fn stall_line(stall: &Stall, clock: &Clock) -> String {
         }
         (Evidence::TimerSeen, None) => line.push_str(", its delayed-ACK timer fired"),
         (Evidence::Inferred, _) => line.push_str(", ACK late by more than a round trip (remote)"),
+        (Evidence::DelayerSide, timer) => {
+            if let Some(timer) = timer {
+                let _ = write!(
+                    line,
+                    ", its delayed-ACK timer sent the ACK {:.1} ms after the small segment",
+                    ms(timer)
+                );
+            } else {
+                line.push_str(", its delayed-ACK timer sent the ACK");
+            }
+            if let Some(after) = stall.delayer.answered_after_ns {
+                let _ = write!(
+                    line,
+                    " and the held bytes came {:.3} ms later (seen by the delayer)",
+                    ms(after)
+                );
+            }
+        }
     }
     line.push_str("; fix: holder one-write or tcp-nodelay, or delayer ack-at-once");
     line
@@ -119,8 +139,8 @@ pub fn stall_json(stall: &Stall, clock: &Clock) -> Value {
         "smoothed_rtt_ms": f64::from(stall.smoothed_rtt_us) / 1e3,
         "holder": {
             "role": "holder",
-            "pid": stall.holder.pid,
-            "comm": stall.holder.comm,
+            "pid": stall.holder.as_ref().map(|p| p.pid),
+            "comm": stall.holder.as_ref().map(|p| p.comm.as_str()),
             "local": stall.local.to_string(),
             "remote": stall.remote.to_string(),
         },
@@ -129,6 +149,7 @@ pub fn stall_json(stall: &Stall, clock: &Clock) -> Value {
             "endpoint": stall.delayer.endpoint.to_string(),
             "process": stall.delayer.process.as_ref().map(process),
             "timer_ms": stall.delayer.timer_ns.map(ms),
+            "answered_after_ms": stall.delayer.answered_after_ns.map(ms),
         },
         "evidence": stall.evidence,
         "fixes": stall.fixes().iter().map(|(role, fix)| json!({"role": role, "fix": fix.name()})).collect::<Vec<_>>(),
@@ -180,25 +201,83 @@ pub struct FixOutcome {
     pub refused: u64,
 }
 
+/// The small sends Nagle held (every hold, whether a delayed ACK made it a stall or not):
+/// per process, and per socket up to [`MAX_CONNECTIONS`] sockets.
+#[derive(Debug, Default)]
+pub struct NagleHolds {
+    pub total: u64,
+    pub processes: BTreeMap<Process, u64>,
+    /// (local, remote) of the holding socket: its process and count.
+    pub sockets: BTreeMap<(SocketAddr, SocketAddr), (Process, u64)>,
+    /// Holds on sockets past the bound.
+    pub other_sockets: u64,
+}
+
+impl NagleHolds {
+    pub fn add(&mut self, hold: &NagleHold) {
+        self.total += 1;
+        *self.processes.entry(hold.holder.clone()).or_default() += 1;
+        let key = (hold.socket.local, hold.socket.remote);
+        if self.sockets.len() < MAX_CONNECTIONS || self.sockets.contains_key(&key) {
+            self.sockets
+                .entry(key)
+                .or_insert_with(|| (hold.holder.clone(), 0))
+                .1 += 1;
+        } else {
+            self.other_sockets += 1;
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "total": self.total,
+            "processes": self.processes.iter().map(|(p, n)| json!({"pid": p.pid, "comm": p.comm, "holds": n})).collect::<Vec<_>>(),
+            "sockets": self.sockets.iter().map(|((local, remote), (p, n))| json!({
+                "pid": p.pid, "comm": p.comm, "local": local.to_string(), "remote": remote.to_string(), "holds": n,
+            })).collect::<Vec<_>>(),
+            "other_sockets": self.other_sockets,
+        })
+    }
+}
+
 /// Every stall seen, totalled.
 #[derive(Debug, Default)]
 pub struct Summary {
     pub total: Totals,
     /// Per process and role ("holder" or "delayer").
     pub processes: BTreeMap<(Process, &'static str), Totals>,
-    /// Per connection, from the holder's side.
-    pub connections: BTreeMap<(SocketAddr, SocketAddr), (Process, Totals)>,
+    /// Per connection, from the holder's side, with the holder when known.
+    pub connections: BTreeMap<(SocketAddr, SocketAddr), (Option<Process>, Totals)>,
     /// Stalls of connections past [`MAX_CONNECTIONS`].
     pub other_connections: Totals,
+    /// Stalls by how they were seen (evidence).
+    pub by_evidence: BTreeMap<&'static str, u64>,
+    pub nagle_holds: NagleHolds,
+    /// Stalls both ends showed, reported once from the holder's side.
+    pub seen_from_both_sides: u64,
+}
+
+fn evidence_name(evidence: Evidence) -> &'static str {
+    match evidence {
+        Evidence::TimerSeen => "timer-seen",
+        Evidence::Inferred => "inferred",
+        Evidence::DelayerSide => "delayer-side",
+    }
 }
 
 impl Summary {
     pub fn add(&mut self, stall: &Stall) {
         self.total.add(stall);
-        self.processes
-            .entry((stall.holder.clone(), "holder"))
-            .or_default()
-            .add(stall);
+        *self
+            .by_evidence
+            .entry(evidence_name(stall.evidence))
+            .or_default() += 1;
+        if let Some(holder) = &stall.holder {
+            self.processes
+                .entry((holder.clone(), "holder"))
+                .or_default()
+                .add(stall);
+        }
         if let Some(p) = &stall.delayer.process {
             self.processes
                 .entry((p.clone(), "delayer"))
@@ -226,13 +305,22 @@ impl Summary {
         fix: Option<&FixOutcome>,
     ) -> String {
         let mut out = format!(
-            "tcpstall watch: {} stalls, {:.3} s stalled, in {:.1} s watched ({} shorter Nagle holds not counted, {} events lost)\n",
+            "tcpstall watch: {} stalls, {:.3} s stalled, in {:.1} s watched ({} Nagle holds, {} shorter ones not counted, {} events lost)\n",
             self.total.stalls,
             self.total.stalled_ns as f64 / 1e9,
             watched_ns as f64 / 1e9,
+            self.nagle_holds.total,
             short_holds,
             lost_events,
         );
+        if self.by_evidence.len() > 1 || self.by_evidence.contains_key("delayer-side") {
+            let seen: Vec<String> = self
+                .by_evidence
+                .iter()
+                .map(|(name, n)| format!("{n} {name}"))
+                .collect();
+            let _ = writeln!(out, "seen as: {}", seen.join(", "));
+        }
         if let Some(fix) = fix {
             let _ = writeln!(
                 out,
@@ -246,6 +334,19 @@ impl Summary {
                     String::new()
                 }
             );
+        }
+        if !self.nagle_holds.processes.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNagle holds by process (Nagle on, a send waited for an ACK):"
+            );
+            for (process, holds) in &self.nagle_holds.processes {
+                let _ = writeln!(
+                    out,
+                    "  {:>7}  {:<16} {:>7} holds",
+                    process.pid, process.comm, holds
+                );
+            }
         }
         if self.total.stalls == 0 {
             return out;
@@ -277,7 +378,9 @@ impl Summary {
             let _ = writeln!(
                 out,
                 "  {local} -> {remote}  holder {}  {} stalls, {:.1} ms stalled",
-                process_name(holder),
+                holder
+                    .as_ref()
+                    .map_or("not on this host".into(), process_name),
                 t.stalls,
                 ms(t.stalled_ns)
             );
@@ -305,6 +408,9 @@ impl Summary {
             "watched_s": watched_ns as f64 / 1e9,
             "total": self.total.json(),
             "short_holds": short_holds,
+            "nagle_holds": self.nagle_holds.json(),
+            "by_evidence": self.by_evidence,
+            "seen_from_both_sides": self.seen_from_both_sides,
             "lost_events": lost_events,
             "fix": fix.map(|f| json!({"fix": f.name, "option": f.option, "sockets": f.sockets, "refused": f.refused})),
             "processes": self.processes.iter().map(|((p, role), t)| {
@@ -318,7 +424,7 @@ impl Summary {
                 let mut v = t.json();
                 v["local"] = json!(local.to_string());
                 v["remote"] = json!(remote.to_string());
-                v["holder"] = json!({"pid": holder.pid, "comm": holder.comm});
+                v["holder"] = holder.as_ref().map_or(Value::Null, |h| json!({"pid": h.pid, "comm": h.comm}));
                 v
             }).collect::<Vec<_>>(),
         })
@@ -334,10 +440,10 @@ pub(crate) mod tests {
     pub(crate) fn stall(comm: &str, local_port: u16, duration_ms: u64) -> Stall {
         Stall {
             class: StallClass::NagleDelayedAck,
-            holder: Process {
+            holder: Some(Process {
                 pid: 7,
                 comm: comm.into(),
-            },
+            }),
             local: SocketAddr::from(([127, 0, 0, 1], local_port)),
             remote: SocketAddr::from(([127, 0, 0, 1], 8000)),
             held_bytes: 6,
@@ -352,6 +458,7 @@ pub(crate) mod tests {
                     comm: "server".into(),
                 }),
                 timer_ns: Some(40_000_000),
+                answered_after_ns: None,
             },
             evidence: Evidence::TimerSeen,
         }
@@ -378,6 +485,7 @@ pub(crate) mod tests {
         assert_eq!(s.connections.len(), 2);
         let text = s.text(2_000_000_000, 1, 0, None);
         assert!(text.starts_with("tcpstall watch: 3 stalls, 0.129 s stalled"));
+        assert!(!text.contains("seen as"), "one kind of evidence: {text}");
         assert!(text.contains("delayer"));
         let json = s.json(2_000_000_000, 1, 0, None);
         assert_eq!(json["total"]["stalls"], 3);
@@ -399,6 +507,73 @@ pub(crate) mod tests {
         assert_eq!(v["delayer"]["process"]["comm"], "server");
         assert_eq!(v["evidence"], "timer-seen");
         assert_eq!(v["fixes"][1]["fix"], "tcp-nodelay");
+    }
+
+    #[test]
+    fn a_stall_seen_from_the_delayer_with_a_remote_holder() {
+        let mut st = stall("x", 40000, 41);
+        st.holder = None;
+        st.evidence = Evidence::DelayerSide;
+        st.delayer.answered_after_ns = Some(60_000);
+        let clock = Clock::new();
+        let line = stall_line(&st, &clock);
+        assert!(
+            line.contains("holder 127.0.0.1:40000 -> 127.0.0.1:8000"),
+            "{line}"
+        );
+        assert!(
+            line.contains("came 0.060 ms later (seen by the delayer)"),
+            "{line}"
+        );
+        let v = stall_json(&st, &clock);
+        assert_eq!(v["evidence"], "delayer-side");
+        assert!(v["holder"]["pid"].is_null());
+        assert_eq!(v["delayer"]["answered_after_ms"], 0.06);
+        let mut s = Summary::default();
+        s.add(&st);
+        assert_eq!(s.processes.len(), 1, "the delayer only");
+        let text = s.text(1, 0, 0, None);
+        assert!(text.contains("seen as: 1 delayer-side"), "{text}");
+        assert!(text.contains("holder not on this host"), "{text}");
+        assert_eq!(s.json(1, 0, 0, None)["by_evidence"]["delayer-side"], 1);
+    }
+
+    #[test]
+    fn nagle_holds_per_process_and_socket() {
+        use crate::event::{Endpoints, NagleHold};
+        let hold = |pid: u32, port: u16| NagleHold {
+            holder: Process {
+                pid,
+                comm: "java".into(),
+            },
+            cgroup: 0,
+            socket: Endpoints {
+                local: SocketAddr::from(([127, 0, 0, 1], port)),
+                remote: SocketAddr::from(([127, 0, 0, 1], 8000)),
+            },
+            held_bytes: 6,
+            mss: 65483,
+            smoothed_rtt_us: 40,
+            start_ns: 0,
+            released_ns: 100_000,
+        };
+        let mut s = Summary::default();
+        s.nagle_holds.add(&hold(5, 40000));
+        s.nagle_holds.add(&hold(5, 40000));
+        s.nagle_holds.add(&hold(5, 40001));
+        s.nagle_holds.add(&hold(6, 40002));
+        assert_eq!(s.nagle_holds.total, 4);
+        assert_eq!(s.nagle_holds.sockets.len(), 3);
+        let text = s.text(1, 4, 0, None);
+        assert!(
+            text.contains("(4 Nagle holds, 4 shorter ones not counted"),
+            "{text}"
+        );
+        assert!(text.contains("java                   3 holds"), "{text}");
+        let json = s.json(1, 4, 0, None);
+        assert_eq!(json["nagle_holds"]["total"], 4);
+        assert_eq!(json["nagle_holds"]["processes"][0]["holds"], 3);
+        assert_eq!(json["nagle_holds"]["sockets"][0]["holds"], 2);
     }
 
     #[test]
