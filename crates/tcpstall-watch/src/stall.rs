@@ -31,9 +31,8 @@ const LATE_TIMER_NS: u64 = 20_000_000;
 /// (another network namespace with a delay).
 const TIMER_TO_ACK_NS: u64 = 5_000_000;
 /// How much later than the round trip a host may send what an ACK released: the
-/// analyzer's allowance for the same link of its evidence (`HOST_TURNAROUND` in
-/// tcpstall-core's evidence.rs, 2.5 ms, measured in the lab on this project's host).
-pub const HOST_TURNAROUND_NS: u64 = 2_500_000;
+/// analyzer's allowance for the same link of its evidence, measured in the lab.
+pub const HOST_TURNAROUND_NS: u64 = tcpstall_core::path::HOST_TURNAROUND as u64;
 
 /// How the delayed ACK is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
