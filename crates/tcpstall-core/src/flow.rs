@@ -132,6 +132,9 @@ pub struct Direction {
     /// The latest stretch of this side's sequence space that the capture never saw
     /// (start, end): data sent past it was captured, it was not.
     uncaptured: (u64, u64),
+    /// The furthest the peer acknowledged beyond what the capture had seen this side send
+    /// (0: never): data the capture missed, already acknowledged by a captured ACK.
+    acked_beyond_captured: u64,
     /// This side's last pure ACK, kept when data of its own followed it: the ACK a
     /// release that crossed that data was answering.
     last_pure_ack: LastSegment,
@@ -658,6 +661,10 @@ impl Connection {
         }
         let (snd_una, snd_max) = (self.dirs[y].snd_una, self.dirs[y].snd_max);
         self.dirs[x].last.ack_field(snd_una, snd_max - snd_una);
+        if ack > snd_max {
+            let peer = &mut self.dirs[y];
+            peer.acked_beyond_captured = peer.acked_beyond_captured.max(ack);
+        }
         if ack <= snd_una || ack > snd_max {
             return;
         }
@@ -683,7 +690,7 @@ impl Connection {
         // answers) names a segment newer than any the capture saw from that side (a
         // retransmission the capture missed).
         let (hole_start, hole_end) = peer.uncaptured;
-        let covers_hole = hole_end > snd_una_before && hole_start < ack;
+        let covers_hole = hole_start < hole_end && hole_end > snd_una_before && hole_start < ack;
         let echoes_uncaptured = match (segment.options.timestamps, peer.timestamps.newest()) {
             (Some((_, ecr)), Some(seen)) => (ecr.wrapping_sub(seen) as i32) > 0,
             _ => false,
@@ -964,7 +971,11 @@ impl Connection {
             retransmitted: false,
         });
         if seq_start > dir.snd_max {
-            dir.uncaptured = (dir.snd_max, seq_start);
+            // What a captured ACK already covered is no hole for a later ACK: that ACK
+            // newly covers only what came after it.
+            let start = dir.snd_max.max(dir.acked_beyond_captured.min(seq_start));
+            dir.uncaptured = (start, seq_start);
+            dir.snd_una = dir.snd_una.max(start);
         }
         dir.data_bytes += seq_end.saturating_sub(dir.snd_max.max(seq_start));
         dir.snd_max = dir.snd_max.max(seq_end);

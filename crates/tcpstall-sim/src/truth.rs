@@ -494,6 +494,35 @@ impl TruthInputs<'_> {
         (label, also, borderline, cause)
     }
 
+    /// Whether the ACK that released `c` newly covered (beyond the ACKs the file holds)
+    /// data of `c`'s sender that the capture point saw pass but the file does not hold.
+    fn release_acked_uncaptured_data(&self, c: &Captured) -> bool {
+        let made = &self.records.made;
+        let Some(at) = c
+            .segment
+            .released_by
+            .and_then(|id| made.iter().position(|r| r.segment.id == id))
+        else {
+            return false;
+        };
+        let ack = &made[at].segment;
+        let acked_before = made[..at]
+            .iter()
+            .filter(|r| r.segment.from == ack.from && r.segment.ack_flag)
+            .filter(|r| self.records.kept_ids.contains(&r.segment.id))
+            .map(|r| r.segment.ack)
+            .max()
+            .unwrap_or(0);
+        made[..at].iter().any(|r| {
+            let end = r.segment.seq + u64::from(r.segment.len);
+            r.segment.from == c.segment.from
+                && r.segment.len > 0
+                && end > acked_before
+                && end <= ack.ack
+                && !self.records.kept_ids.contains(&r.segment.id)
+        })
+    }
+
     /// Whether the capture file holds an earlier record of this retransmission's data.
     fn original_recorded(&self, c: &Captured) -> bool {
         let s = &c.segment;
@@ -578,6 +607,11 @@ impl TruthInputs<'_> {
             && let Some(id) = c.segment.released_by
             && !self.records.kept_ids.contains(&id)
         {
+            observable = false;
+        }
+        if label.is_stall() && self.release_acked_uncaptured_data(c) {
+            // The ACK that released it covered data the capture missed: when that data
+            // passed, and so the ACK's delay, is not in the file.
             observable = false;
         }
         if label.is_stall()
