@@ -38,7 +38,7 @@ const EXIT_ERROR: u8 = 2;
     long_about = "Find, explain and fix TCP stalls caused by Nagle's algorithm meeting delayed ACKs: \
 the 40 ms (Linux) or 200 ms (Windows, AIX, BSD) pauses that make request/response programs \
 far slower than their network. Names with \"seed\" (seed002, ...) are the published cases \
-the tool reproduces, numbered 000 to 004 (see the README)."
+the tool reproduces, numbered 000 to 004 (see docs/seeds.md)."
 )]
 struct Cli {
     #[command(subcommand)]

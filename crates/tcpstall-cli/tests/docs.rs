@@ -1,0 +1,499 @@
+//! The documentation's examples, run: every ```console block of README.md and docs/*.md
+//! is a list of `$ COMMAND` lines, each followed by the output it prints (standard output
+//! and standard error together). Each command runs with this build's `tcpstall` first on
+//! the PATH, in a scratch directory of its file where `captures/` and `scenarios/` are the
+//! repository's, and its output must match the block line by line:
+//!
+//! - runs of spaces count as one space, and trailing spaces are ignored;
+//! - `[..]` in a line matches any text in that line;
+//! - a line of `...` matches any number of lines, none included;
+//! - `[LOW..HIGH]` matches a number from LOW to HIGH: a figure that varies between runs.
+//!
+//! An HTML comment on the line before the block, `<!-- doc-test: ITEM; ITEM -->`, says
+//! how to run it (a `skip:` or `any-numbers:` reason runs to the end of the comment):
+//!
+//! - `needs root`: skipped unless the test runs as root (then a leading `sudo` is dropped);
+//! - `needs TOOL`: skipped unless TOOL is on the PATH;
+//! - `skip: REASON`: never run here (a benchmark that takes minutes, say);
+//! - `slow`: run only when the tests are built with optimizations (`cargo test --release`),
+//!   for a command that takes a minute or more in a debug build;
+//! - `any-numbers: REASON`: every number in the block matches any number, so the block
+//!   checks its lines and labels but not its figures;
+//! - `status N`: the commands exit with status N (0 otherwise).
+//!
+//! Every skipped block is printed with its reason, even when the test passes.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one command may run.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The documentation files whose examples are checked.
+fn doc_files() -> Vec<PathBuf> {
+    let mut files = vec![repo().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .expect("docs/ exists")
+        .map(|e| e.expect("docs/ is readable").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    files
+}
+
+#[derive(Debug, Default)]
+struct Directives {
+    needs_root: bool,
+    tools: Vec<String>,
+    skip: Option<String>,
+    any_numbers: bool,
+    slow: bool,
+    status: i32,
+}
+
+fn parse_directives(comment: &str) -> Result<Directives, String> {
+    let mut d = Directives::default();
+    let mut rest = comment.trim();
+    while !rest.is_empty() {
+        // A reason runs to the end of the comment, semicolons and all.
+        let (item, next) = if rest.starts_with("skip:") || rest.starts_with("any-numbers:") {
+            (rest, "")
+        } else {
+            rest.split_once(';').unwrap_or((rest, ""))
+        };
+        rest = next.trim();
+        let item = item.trim();
+        if item.is_empty() {
+            continue;
+        } else if item == "needs root" {
+            d.needs_root = true;
+        } else if item == "slow" {
+            d.slow = true;
+        } else if let Some(tool) = item.strip_prefix("needs ") {
+            d.tools.push(tool.trim().to_string());
+        } else if let Some(reason) = item.strip_prefix("skip:") {
+            d.skip = Some(reason.trim().to_string());
+        } else if item.starts_with("any-numbers:") {
+            d.any_numbers = true;
+        } else if let Some(n) = item.strip_prefix("status ") {
+            d.status = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad status: {item}"))?;
+        } else {
+            return Err(format!("unknown doc-test directive: {item}"));
+        }
+    }
+    Ok(d)
+}
+
+#[derive(Debug)]
+struct Example {
+    command: String,
+    expected: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Block {
+    file: String,
+    line: usize,
+    directives: Directives,
+    examples: Vec<Example>,
+}
+
+/// The ```console blocks of `text`, with the directive before each.
+fn parse_blocks(file: &str, text: &str) -> Result<Vec<Block>, String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut blocks = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "```console" {
+            i += 1;
+            continue;
+        }
+        let start = i + 1;
+        let directive = i
+            .checked_sub(1)
+            .map(|p| lines[p].trim())
+            .and_then(|l| l.strip_prefix("<!-- doc-test:"))
+            .and_then(|l| l.strip_suffix("-->"))
+            .unwrap_or("");
+        let directives = parse_directives(directive).map_err(|e| format!("{file}:{i}: {e}"))?;
+        let mut examples: Vec<Example> = Vec::new();
+        i += 1;
+        while i < lines.len() && lines[i].trim() != "```" {
+            let line = lines[i];
+            if let Some(command) = line.strip_prefix("$ ") {
+                let mut command = command.to_string();
+                while command.ends_with('\\') && i + 1 < lines.len() {
+                    command.pop();
+                    i += 1;
+                    command.push_str(lines[i].trim_start());
+                }
+                examples.push(Example {
+                    command,
+                    expected: Vec::new(),
+                });
+            } else {
+                let example = examples.last_mut().ok_or_else(|| {
+                    format!("{file}:{start}: a console block must start with `$ COMMAND`")
+                })?;
+                example.expected.push(line.to_string());
+            }
+            i += 1;
+        }
+        if i == lines.len() {
+            return Err(format!("{file}:{start}: the console block is not closed"));
+        }
+        for e in &mut examples {
+            while e.expected.last().is_some_and(|l| l.trim().is_empty()) {
+                e.expected.pop();
+            }
+        }
+        blocks.push(Block {
+            file: file.to_string(),
+            line: start,
+            directives,
+            examples,
+        });
+        i += 1;
+    }
+    Ok(blocks)
+}
+
+/// One piece of an expected line.
+#[derive(Debug, Clone, PartialEq)]
+enum Piece {
+    Text(String),
+    AnyText,
+    Number { low: f64, high: f64 },
+}
+
+/// A number as the tool prints it (`1,031`, `-2`, `0.391`), at the start of `s`: its
+/// length in bytes and its value.
+fn number_at(s: &str) -> Option<(usize, f64)> {
+    let bytes = s.as_bytes();
+    let mut end = usize::from(bytes.first() == Some(&b'-'));
+    let digits_from = end;
+    while end < bytes.len()
+        && (bytes[end].is_ascii_digit()
+            || (bytes[end] == b','
+                && end > digits_from
+                && bytes.get(end + 1).is_some_and(u8::is_ascii_digit)))
+    {
+        end += 1;
+    }
+    if end == digits_from {
+        return None;
+    }
+    if bytes.get(end) == Some(&b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
+        end += 1;
+        while end < bytes.len() && bytes[end].is_ascii_digit() {
+            end += 1;
+        }
+    }
+    let value = s[..end].replace(',', "").parse().ok()?;
+    Some((end, value))
+}
+
+/// `[LOW..HIGH]` at the start of `s`: its length and its bounds.
+fn range_at(s: &str) -> Option<(usize, f64, f64)> {
+    let inner = s.strip_prefix('[')?;
+    let close = inner.find(']')?;
+    let (low, high) = inner[..close].split_once("..")?;
+    Some((
+        close + 2,
+        low.trim().parse().ok()?,
+        high.trim().parse().ok()?,
+    ))
+}
+
+fn pieces(expected: &str, any_numbers: bool) -> Vec<Piece> {
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut rest = expected;
+    let mut after_word = false;
+    while let Some(c) = rest.chars().next() {
+        let special = if let Some(tail) = rest.strip_prefix("[..]") {
+            Some((Piece::AnyText, rest.len() - tail.len()))
+        } else if let Some((len, low, high)) = range_at(rest) {
+            Some((Piece::Number { low, high }, len))
+        } else if any_numbers && !after_word {
+            number_at(rest).map(|(len, _)| {
+                (
+                    Piece::Number {
+                        low: f64::NEG_INFINITY,
+                        high: f64::INFINITY,
+                    },
+                    len,
+                )
+            })
+        } else {
+            None
+        };
+        if let Some((piece, len)) = special {
+            if !text.is_empty() {
+                out.push(Piece::Text(std::mem::take(&mut text)));
+            }
+            out.push(piece);
+            rest = &rest[len..];
+            after_word = false;
+        } else {
+            text.push(c);
+            after_word = c.is_alphanumeric() || c == '_';
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    if !text.is_empty() {
+        out.push(Piece::Text(text));
+    }
+    out
+}
+
+fn line_matches(pieces: &[Piece], actual: &str) -> bool {
+    match pieces.split_first() {
+        None => actual.is_empty(),
+        Some((Piece::Text(t), rest)) => actual
+            .strip_prefix(t.as_str())
+            .is_some_and(|a| line_matches(rest, a)),
+        Some((Piece::AnyText, rest)) => actual
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain([actual.len()])
+            .any(|i| line_matches(rest, &actual[i..])),
+        Some((Piece::Number { low, high }, rest)) => number_at(actual)
+            .is_some_and(|(len, v)| *low <= v && v <= *high && line_matches(rest, &actual[len..])),
+    }
+}
+
+/// Runs of spaces as one, no trailing spaces.
+fn squeeze(line: &str) -> String {
+    let mut out = String::new();
+    for (i, word) in line.split(' ').filter(|w| !w.is_empty()).enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    if line.starts_with(' ') && !out.is_empty() {
+        out.insert(0, ' ');
+    }
+    out
+}
+
+fn output_matches(expected: &[String], actual: &[String], any_numbers: bool) -> bool {
+    match expected.split_first() {
+        None => actual.is_empty(),
+        Some((e, rest)) if e.trim() == "..." => {
+            (0..=actual.len()).any(|skip| output_matches(rest, &actual[skip..], any_numbers))
+        }
+        Some((e, rest)) => actual.split_first().is_some_and(|(a, actual_rest)| {
+            line_matches(&pieces(&squeeze(e), any_numbers), &squeeze(a))
+                && output_matches(rest, actual_rest, any_numbers)
+        }),
+    }
+}
+
+/// Runs `command` with `sh` in `dir`: its exit status and its output, standard error
+/// merged into standard output.
+fn run(command: &str, dir: &Path, path: &str) -> Result<(i32, String), String> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec 2>&1\n{command}"))
+        .current_dir(dir)
+        .env("PATH", path)
+        .env("COLUMNS", "100")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start sh: {e}"))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        let _ = stdout.read_to_end(&mut out);
+        out
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            break status;
+        }
+        if started.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("still running after {} s", TIMEOUT.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let out = reader.join().expect("the reader thread does not panic");
+    Ok((
+        status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out).into_owned(),
+    ))
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+}
+
+/// Why `block` cannot run here, if it cannot.
+fn skip_reason(block: &Block, root: bool) -> Option<String> {
+    let d = &block.directives;
+    if let Some(reason) = &d.skip {
+        return Some(reason.clone());
+    }
+    if d.slow && cfg!(debug_assertions) {
+        return Some("slow without optimizations: runs under `cargo test --release`".into());
+    }
+    if d.needs_root && !root {
+        return Some("needs root".into());
+    }
+    d.tools
+        .iter()
+        .find(|t| !on_path(t))
+        .map(|t| format!("needs {t}, which is not installed"))
+}
+
+/// Writes straight to standard error, which the test harness does not capture, so the
+/// skipped examples show in every run.
+fn tell(message: &str) {
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
+#[test]
+fn documented_commands_print_what_the_docs_show() {
+    let root = unsafe { libc::geteuid() } == 0;
+    let bin = Path::new(env!("CARGO_BIN_EXE_tcpstall"))
+        .parent()
+        .expect("the binary is in a directory")
+        .to_path_buf();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH entries join");
+    let path = path.to_string_lossy().into_owned();
+    let scratch_root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("doc-examples");
+    let _ = std::fs::remove_dir_all(&scratch_root);
+
+    let mut failures = Vec::new();
+    let (mut ran, mut skipped) = (0, 0);
+    for file in doc_files() {
+        let name = file
+            .strip_prefix(repo())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        // Each file's examples run in order in a directory of their own, as a reader
+        // following that file would run them.
+        let scratch = scratch_root.join(name.replace('/', "-"));
+        std::fs::create_dir_all(&scratch).expect("scratch directory");
+        for dir in ["captures", "scenarios"] {
+            std::os::unix::fs::symlink(repo().join(dir), scratch.join(dir)).expect("symlink");
+        }
+        let text = std::fs::read_to_string(&file).expect("documentation is readable");
+        let blocks = parse_blocks(&name, &text).unwrap_or_else(|e| panic!("{e}"));
+        for block in blocks {
+            if let Some(reason) = skip_reason(&block, root) {
+                for e in &block.examples {
+                    tell(&format!(
+                        "doc example skipped, {}:{}: `{}`: {reason}",
+                        block.file, block.line, e.command
+                    ));
+                    skipped += 1;
+                }
+                continue;
+            }
+            for e in &block.examples {
+                let command = match e.command.strip_prefix("sudo ") {
+                    Some(c) if block.directives.needs_root => c,
+                    _ => &e.command,
+                };
+                ran += 1;
+                let place = format!("{}:{}: `{}`", block.file, block.line, e.command);
+                match run(command, &scratch, &path) {
+                    Err(why) => failures.push(format!("{place}: {why}")),
+                    Ok((status, out)) => {
+                        let actual: Vec<String> = out.lines().map(str::to_string).collect();
+                        if status != block.directives.status {
+                            failures.push(format!(
+                                "{place}: exit status {status}, expected {}\n{out}",
+                                block.directives.status
+                            ));
+                        } else if !output_matches(
+                            &e.expected,
+                            &actual,
+                            block.directives.any_numbers,
+                        ) {
+                            failures.push(format!(
+                                "{place}: the output differs\n--- documented\n{}\n--- printed\n{out}",
+                                e.expected.join("\n")
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    tell(&format!("doc examples: {ran} run, {skipped} skipped"));
+    assert!(ran > 0, "no documented command ran");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn matching_rules() {
+    let m = |e: &[&str], a: &[&str]| {
+        let e: Vec<String> = e.iter().map(|s| s.to_string()).collect();
+        let a: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+        output_matches(&e, &a, false)
+    };
+    assert!(m(&["a  b"], &["a b   "]));
+    assert!(!m(&["a b"], &["a c"]));
+    assert!(m(&["x [..] z"], &["x anything at all z"]));
+    assert!(!m(&["x [..] z"], &["x anything"]));
+    assert!(m(&["first", "...", "last"], &["first", "1", "2", "last"]));
+    assert!(m(&["first", "...", "last"], &["first", "last"]));
+    assert!(!m(&["first", "last"], &["first", "1", "last"]));
+    assert!(m(&["took [1.1..1.5] s"], &["took 1.234 s"]));
+    assert!(!m(&["took [1.1..1.5] s"], &["took 1.6 s"]));
+    assert!(m(&["[1000..2000] packets"], &["1,031 packets"]));
+    assert!(!m(&["only"], &["only", "more"]));
+    let loose = |e: &str, a: &str| output_matches(&[e.to_string()], &[a.to_string()], true);
+    assert!(loose(
+        "precision 0.9874, seed002",
+        "precision 0.99, seed002"
+    ));
+    assert!(!loose("seed002", "seed003"));
+    assert!(!loose("precision 0.9874", "recall 0.9874"));
+}
+
+#[test]
+fn directives_are_read() {
+    let text = "<!-- doc-test: needs root; needs tshark; status 2 -->\n```console\n$ tcpstall a \\\n  --b\nout\n\n```\n";
+    let blocks = parse_blocks("x.md", text).expect("parses");
+    assert_eq!(blocks.len(), 1);
+    let b = &blocks[0];
+    assert!(b.directives.needs_root);
+    assert_eq!(b.directives.tools, ["tshark"]);
+    assert_eq!(b.directives.status, 2);
+    assert_eq!(b.examples[0].command, "tcpstall a --b");
+    assert_eq!(b.examples[0].expected, ["out"]);
+    let two = parse_blocks("x.md", "```console\n$ a\n1\n\n$ b\n2\n```\n").expect("parses");
+    assert_eq!(two[0].examples[0].expected, ["1"]);
+    assert_eq!(two[0].examples[1].expected, ["2"]);
+    assert!(
+        parse_blocks(
+            "x.md",
+            "<!-- doc-test: sometimes -->\n```console\n$ a\n```\n"
+        )
+        .is_err()
+    );
+    assert!(parse_blocks("x.md", "```console\nno command\n```\n").is_err());
+}
