@@ -257,6 +257,9 @@ pub struct GapContext {
     /// The TSval of the sender's previous data segment, and its timestamp clock's rate
     /// (ticks a second): the sender's own account of when it sent what.
     pub sender_previous_tsval: Option<u32>,
+    /// The TSval of the sender's last pure ACK before it, and when that was captured: a
+    /// bare segment's transit, no serialization of data in it.
+    pub sender_previous_bare: Option<(u32, Nanos)>,
     pub sender_tsval_hz: Option<f64>,
     /// The sender was seen echoing a TSval that only a pure ACK of its peer carried: it
     /// updates TS.Recent from pure ACKs (RFC 7323 4.3), not by RFC 1323's strict rule.

@@ -137,17 +137,24 @@ fn path_delay_of_data(ctx: &GapContext) -> Nanos {
     let (Some(hz), Some(now)) = (ctx.sender_tsval_hz, ctx.segment_tsval) else {
         return 0;
     };
-    let (Some(before), Some(before_time)) = (ctx.sender_previous_tsval, ctx.sender_previous_data)
-    else {
-        return 0;
-    };
-    let ticks = now.wrapping_sub(before);
-    if ticks >= 1 << 31 {
-        return 0;
-    }
-    let sent_apart_at_most = ((f64::from(ticks) + 1.0) * 1e9 / hz) as Nanos;
-    let arrived_apart = ctx.gap_end - before_time;
-    (arrived_apart - sent_apart_at_most).max(0)
+    // Later than the sender's previous data segment (a queue it met), or than its last
+    // pure ACK (the data's own serialization on a narrow link, which a bare segment has
+    // not).
+    let previous_data = ctx.sender_previous_tsval.zip(ctx.sender_previous_data);
+    [previous_data, ctx.sender_previous_bare]
+        .into_iter()
+        .flatten()
+        .map(|(before, before_time)| {
+            let ticks = now.wrapping_sub(before);
+            if ticks >= 1 << 31 {
+                return 0;
+            }
+            let sent_apart_at_most = ((f64::from(ticks) + 1.0) * 1e9 / hz) as Nanos;
+            let arrived_apart = ctx.gap_end - before_time;
+            (arrived_apart - sent_apart_at_most).max(0)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Link 2: the receiver's window, not an ACK timer, kept the sender quiet. It was zero

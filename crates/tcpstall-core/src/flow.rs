@@ -113,6 +113,8 @@ pub struct Direction {
     pub max_payload: u32,
     /// The TSval of its last data segment.
     last_data_tsval: Option<u32>,
+    /// The TSval of its last pure ACK, and when the capture saw it.
+    last_bare_tsval: Option<(u32, Nanos)>,
     /// What this side's own data segments prove about how it sends.
     pub sender: SenderEvidence,
     /// Urgent mode lasts until the data up to here is acknowledged.
@@ -533,6 +535,12 @@ impl Connection {
             // this data was answering that ACK.
             self.dirs[x].last_pure_ack = *own;
         }
+        if own.has(LastSegment::SEEN)
+            && own.has(LastSegment::HAS_TSVAL)
+            && !own.has(LastSegment::CARRIES_DATA)
+        {
+            self.dirs[x].last_bare_tsval = Some((own.tsval, own.time));
+        }
         // Recorded in place: this runs on every segment.
         self.dirs[x].last = LastSegment::begin(packet, t, previous_time);
         // RFC 7323 4.3: the other side updates TS.Recent from this segment only if it
@@ -827,6 +835,7 @@ impl Connection {
                 sender_previous_message: self.dirs[x].sender.last_message_end(mss),
                 segment_tsval: segment.options.timestamps.map(|(val, _)| val),
                 sender_previous_tsval: self.dirs[x].last_data_tsval,
+                sender_previous_bare: self.dirs[x].last_bare_tsval,
                 sender_tsval_hz: None,
                 sender_echoes_pure_acks: false,
                 release_after_hole: !is_retransmission && seq_start > self.dirs[x].snd_max,
