@@ -304,6 +304,20 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         }),
         _ => None,
     };
+    // With --fix-after 0 the fix is on before the metrics answer.
+    if let (Some(trial), Some(service), Some(fix)) = (trial.as_mut(), &service, args.fix)
+        && fix_after.is_zero()
+    {
+        match FixProgram::attach(fix, service.directory()) {
+            Ok(program) => {
+                trial.attached_ns = Some(Clock::monotonic_now_ns());
+                trial.watching_since_ns = trial.attached_ns.unwrap_or(0);
+                fix_program = Some((fix, program));
+                announce_fix(fix, service, args.json, trial.attached_ns.unwrap_or(0));
+            }
+            Err(e) => return cannot_run(&format!("the sockops fix: {e}")),
+        }
+    }
     let metrics = Arc::new(Mutex::new(Metrics::new(
         args.max_series,
         ephemeral_port_start(),
@@ -467,22 +481,8 @@ pub fn run(args: &WatchArgs) -> ExitCode {
                     let now = Clock::monotonic_now_ns();
                     trial.attached_ns = Some(now);
                     fix_program = Some((fix, program));
-                    eprintln!(
-                        "tcpstall watch: --fix {} attached to {}: new connections get {}",
-                        fix.name(),
-                        service.path().display(),
-                        fix.describe()
-                    );
-                    if args.json && !output_closed {
-                        let mut out = stdout.lock();
-                        let marker = serde_json::json!({
-                            "type": "fix",
-                            "fix": fix.name(),
-                            "option": fix.describe(),
-                            "cgroup": service.path().display().to_string(),
-                            "time_unix_ns": clock.unix_ns(now) as i64,
-                        });
-                        let _ = writeln!(out, "{marker}").and_then(|()| out.flush());
+                    if !output_closed {
+                        announce_fix(fix, service, args.json, now);
                     }
                 }
                 Err(e) => {
@@ -624,6 +624,28 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     drop(watcher);
     drop(cgroup);
     ExitCode::from(exit_status.unwrap_or(0))
+}
+
+/// Says that the fix is attached to a running service: on standard error, and with
+/// --json as a `{"type": "fix"}` object between the stalls.
+fn announce_fix(fix: Fix, service: &ServiceCgroup, json: bool, monotonic_ns: u64) {
+    eprintln!(
+        "tcpstall watch: --fix {} attached to {}: new connections get {}",
+        fix.name(),
+        service.path().display(),
+        fix.describe()
+    );
+    if json {
+        let marker = serde_json::json!({
+            "type": "fix",
+            "fix": fix.name(),
+            "option": fix.describe(),
+            "cgroup": service.path().display().to_string(),
+            "time_unix_ns": Clock::new().unix_ns(monotonic_ns) as i64,
+        });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{marker}").and_then(|()| out.flush());
+    }
 }
 
 /// Counts a Nagle hold (every one, stall or not) in the summary and the metrics.
