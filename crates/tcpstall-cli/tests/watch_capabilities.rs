@@ -17,18 +17,6 @@ use common::watch::{
     TestCgroup, can_watch, cgroup2_root, echo_pair, free_port, reply_client, reply_server,
 };
 
-/// Watching the whole host: load and attach the tracepoint programs (CAP_BPF,
-/// CAP_PERFMON), read tcp_delack_timer's address in /proc/kallsyms (CAP_SYSLOG), name the
-/// delayer's process through /proc/PID/fd of processes holding more capabilities than
-/// watch (CAP_SYS_PTRACE).
-const WATCH: [&str; 4] = ["bpf", "perfmon", "syslog", "sys_ptrace"];
-/// `-- CMD` adds making the command's cgroup under the cgroup root and moving it there.
-const COMMAND: &str = "dac_override";
-/// `--fix` adds loading the sockops program.
-const FIX: &str = "net_admin";
-/// Not root: listing other users' /proc/PID/fd adds this.
-const NOT_ROOT: &str = "dac_read_search";
-
 #[derive(Clone, Copy, Debug)]
 enum As {
     /// uid 0 with only the capabilities given.

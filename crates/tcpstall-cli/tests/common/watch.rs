@@ -177,3 +177,16 @@ pub fn reply_client(port: u16, connections: u32, rounds: u32) -> Vec<f64> {
         })
         .collect()
 }
+
+/// The capabilities (as setpriv names them) each mode of `watch` needs, documented in
+/// docs/watch.md and granted by deploy/: watching the whole host loads and attaches the
+/// tracepoint programs (CAP_BPF, CAP_PERFMON), reads tcp_delack_timer's address in
+/// /proc/kallsyms (CAP_SYSLOG), and names the delayer's process through /proc/PID/fd of
+/// processes holding more capabilities than watch (CAP_SYS_PTRACE).
+pub const WATCH: [&str; 4] = ["bpf", "perfmon", "syslog", "sys_ptrace"];
+/// `-- CMD` adds making the command's cgroup under the cgroup root and moving it there.
+pub const COMMAND: &str = "dac_override";
+/// `--fix` adds loading the sockops program.
+pub const FIX: &str = "net_admin";
+/// Not root: listing other users' /proc/PID/fd adds this.
+pub const NOT_ROOT: &str = "dac_read_search";
