@@ -14,7 +14,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::watch::{
-    TestCgroup, can_watch, cgroup2_root, echo_pair, free_port, reply_client, reply_server,
+    COMMAND, FIX, NOT_ROOT, TestCgroup, WATCH, can_watch, cgroup2_root, echo_pair, free_port,
+    reply_client, reply_server,
 };
 
 #[derive(Clone, Copy, Debug)]
