@@ -161,7 +161,7 @@ fn fix_on_a_running_service_then_it_stalls_again() {
     with_retries("--unit with --fix nodelay", || {
         let unit = format!("tcpstall-test-reply-{}.service", std::process::id());
         let mut cgroup = TestCgroup::create(&format!(
-            "tcpstall-test-{}.slice/{unit}",
+            "tcpstall-test-{}-unit.slice/{unit}",
             std::process::id()
         ));
         let port = free_port();
@@ -265,7 +265,7 @@ fn a_watch_killed_leaves_no_fix_behind() {
     with_retries("--cgroup with --fix nodelay, then SIGKILL", || {
         let id: String = format!("{:064x}", u128::from(std::process::id()) * 0x9e37_79b9);
         let mut cgroup = TestCgroup::create(&format!(
-            "tcpstall-test-{}.slice/docker-{id}.scope",
+            "tcpstall-test-{}-killed.slice/docker-{id}.scope",
             std::process::id()
         ));
         let port = free_port();
