@@ -4,12 +4,14 @@
 use std::cell::RefCell;
 use std::ffi::OsString;
 use std::io::{self, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use tcpstall_watch::cgroup::ServiceCgroup;
 use tcpstall_watch::command::{CommandCgroup, remove_stale, shell_status};
 use tcpstall_watch::event::{NagleHold, WatchEvent};
 use tcpstall_watch::loader::{Fix, FixProgram, WatchConfig, Watcher};
@@ -18,12 +20,16 @@ use tcpstall_watch::peers::LocalSockets;
 use tcpstall_watch::prometheus::{
     DEFAULT_MAX_SERIES, Exporter, Metrics, ephemeral_port_start, parse_listen_address,
 };
+use tcpstall_watch::service::ServiceNames;
 use tcpstall_watch::stall::{Stall, StallAssembler};
-use tcpstall_watch::summary::{Clock, FixOutcome, Summary, stall_json, stall_line};
+use tcpstall_watch::summary::{Clock, FixOutcome, FixPhase, Summary, stall_json, stall_line};
 use tcpstall_watch::support::Host;
 
 /// Exit status when watching cannot start (as for unusable input).
 const EXIT_CANNOT_RUN: u8 = 2;
+/// How long `--fix` on a running service waits, watching, before it attaches, unless
+/// `--fix-after` says: long enough for a stall rate to compare with.
+const DEFAULT_FIX_AFTER_S: f64 = 10.0;
 /// How often the event ring buffer is drained when idle.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -48,12 +54,23 @@ pub struct WatchArgs {
     /// Count a hold as a stall from this long, ms
     #[arg(long, value_name = "MS", default_value_t = 2.0)]
     min_stall: f64,
-    /// With -- CMD: set an option on each of the command's TCP connections from a sockops
-    /// program on its cgroup: `nodelay` (TCP_NODELAY, the holder's fix) or
-    /// `delack-max=MS` (TCP_BPF_DELACK_MAX, the delayed-ACK timer at most MS, 8 or more
-    /// on a 250 Hz kernel)
-    #[arg(long, value_name = "FIX", value_parser = parse_fix, requires = "command")]
+    /// With -- CMD, --cgroup or --unit: set an option on each new TCP connection of the
+    /// command or service from a sockops program on its cgroup: `nodelay` (TCP_NODELAY,
+    /// the holder's fix) or `delack-max=MS` (TCP_BPF_DELACK_MAX, the delayed-ACK timer
+    /// at most MS, 8 or more on a 250 Hz kernel); detached when watch ends
+    #[arg(long, value_name = "FIX", value_parser = parse_fix)]
     fix: Option<Fix>,
+    /// Watch only a service already running, by its cgroup v2: a directory under the
+    /// cgroup mount, or its path as /proc/PID/cgroup shows it (/system.slice/x.service)
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["command", "unit"])]
+    cgroup: Option<PathBuf>,
+    /// Watch only a running systemd unit, by its cgroup (a bare NAME is NAME.service)
+    #[arg(long, value_name = "NAME", conflicts_with = "command")]
+    unit: Option<String>,
+    /// With --fix on --cgroup or --unit: watch this long without the fix first, to
+    /// compare the stall rates before and after it [default: 10]
+    #[arg(long, value_name = "SECONDS", requires = "fix")]
+    fix_after: Option<f64>,
     /// Serve metrics at http://ADDR/metrics (Prometheus text format); a bare port binds
     /// 127.0.0.1 [default: off]
     #[arg(long, value_name = "ADDR")]
@@ -82,6 +99,42 @@ fn parse_fix(text: &str) -> Result<Fix, String> {
         return Ok(Fix::DelayedAckMax(Duration::from_secs_f64(ms / 1e3)));
     }
     Err(format!("unknown fix {text:?}: nodelay or delack-max=MS"))
+}
+
+/// A fix tried on a running service: when it was attached, and the stalls on either side
+/// (by when they ended).
+struct FixTrial {
+    name: String,
+    watching_since_ns: u64,
+    attached_ns: Option<u64>,
+    before: FixPhase,
+    after: FixPhase,
+}
+
+impl FixTrial {
+    fn add(&mut self, stall: &Stall) {
+        let end = stall.start_ns + stall.duration_ns;
+        let phase = match self.attached_ns {
+            Some(at) if end >= at => &mut self.after,
+            _ => &mut self.before,
+        };
+        phase.stalls += 1;
+        phase.stalled_ns += stall.duration_ns;
+    }
+
+    /// Both phases with how long each was watched, up to `now_ns`.
+    fn phases(&self, now_ns: u64) -> (FixPhase, Option<FixPhase>) {
+        let switch = self.attached_ns.unwrap_or(now_ns);
+        let before = FixPhase {
+            watched_ns: switch.saturating_sub(self.watching_since_ns),
+            ..self.before
+        };
+        let after = self.attached_ns.map(|at| FixPhase {
+            watched_ns: now_ns.saturating_sub(at),
+            ..self.after
+        });
+        (before, after)
+    }
 }
 
 /// What a stall must match to be reported.
@@ -129,6 +182,23 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         eprintln!("tcpstall watch: --duration must be a positive number of seconds");
         return ExitCode::from(EXIT_CANNOT_RUN);
     }
+    let service_target = args.cgroup.is_some() || args.unit.is_some();
+    if args.fix.is_some() && args.command.is_empty() && !service_target {
+        eprintln!("tcpstall watch: --fix needs what to fix: -- CMD, --cgroup PATH or --unit NAME");
+        return ExitCode::from(EXIT_CANNOT_RUN);
+    }
+    let fix_after = match args.fix_after {
+        Some(_) if !service_target => {
+            eprintln!("tcpstall watch: --fix-after is for a running service (--cgroup, --unit)");
+            return ExitCode::from(EXIT_CANNOT_RUN);
+        }
+        Some(s) if !(s.is_finite() && s >= 0.0) => {
+            eprintln!("tcpstall watch: --fix-after must be a number of seconds, 0 or more");
+            return ExitCode::from(EXIT_CANNOT_RUN);
+        }
+        Some(s) => Duration::from_secs_f64(s),
+        None => Duration::from_secs_f64(DEFAULT_FIX_AFTER_S),
+    };
     if !(args.min_stall.is_finite() && args.min_stall >= 0.0) {
         eprintln!("tcpstall watch: --min-stall must be a number of milliseconds, 0 or more");
         return ExitCode::from(EXIT_CANNOT_RUN);
@@ -148,7 +218,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     }
     let run_command = !args.command.is_empty();
     let host = Host::detect();
-    if let Some(missing) = host.missing(run_command) {
+    if let Some(missing) = host.missing(run_command || service_target) {
         return cannot_run(&missing);
     }
     // A watch killed before it could clean up left its command's cgroup behind.
@@ -187,22 +257,67 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         },
         _ => None,
     };
+    let service = match (&args.cgroup, &args.unit, &host.cgroup2_root) {
+        (Some(path), _, Some(root)) => Some(ServiceCgroup::open(root, path)),
+        (None, Some(unit), Some(root)) => Some(ServiceCgroup::unit(root, unit)),
+        _ => None,
+    };
+    let service = match service.transpose() {
+        Ok(service) => service,
+        Err(e) => {
+            let option = if args.cgroup.is_some() {
+                "--cgroup"
+            } else {
+                "--unit"
+            };
+            eprintln!("tcpstall watch: {option}: {e}");
+            return ExitCode::from(EXIT_CANNOT_RUN);
+        }
+    };
     let min_stall = Duration::from_secs_f64(args.min_stall / 1e3);
     let mut watcher = match Watcher::attach(WatchConfig {
-        cgroup: cgroup.as_ref().map(CommandCgroup::id),
+        cgroup: cgroup
+            .as_ref()
+            .map(CommandCgroup::id)
+            .or(service.as_ref().map(ServiceCgroup::id)),
         delack_timer_address: host.delack_timer_address.unwrap_or(0),
         min_hold: min_stall.min(Duration::from_millis(1)),
     }) {
         Ok(w) => w,
         Err(e) => return cannot_run(&e.to_string()),
     };
-    let fix_program = match (args.fix, &cgroup) {
+    let mut fix_program = match (args.fix, &cgroup) {
         (Some(fix), Some(cgroup)) => match FixProgram::attach(fix, cgroup.directory()) {
             Ok(p) => Some((fix, p)),
             Err(e) => return cannot_run(&format!("the sockops fix: {e}")),
         },
         _ => None,
     };
+    // A fix on a running service attaches once `fix_after` has been watched without it.
+    let mut trial = match (args.fix, &service) {
+        (Some(fix), Some(_)) => Some(FixTrial {
+            name: fix.name(),
+            watching_since_ns: Clock::monotonic_now_ns(),
+            attached_ns: None,
+            before: FixPhase::default(),
+            after: FixPhase::default(),
+        }),
+        _ => None,
+    };
+    // With --fix-after 0 the fix is on before the metrics answer.
+    if let (Some(trial), Some(service), Some(fix)) = (trial.as_mut(), &service, args.fix)
+        && fix_after.is_zero()
+    {
+        match FixProgram::attach(fix, service.directory()) {
+            Ok(program) => {
+                trial.attached_ns = Some(Clock::monotonic_now_ns());
+                trial.watching_since_ns = trial.attached_ns.unwrap_or(0);
+                fix_program = Some((fix, program));
+                announce_fix(fix, service, args.json, trial.attached_ns.unwrap_or(0));
+            }
+            Err(e) => return cannot_run(&format!("the sockops fix: {e}")),
+        }
+    }
     let metrics = Arc::new(Mutex::new(Metrics::new(
         args.max_series,
         ephemeral_port_start(),
@@ -244,8 +359,23 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         },
         None => {
             if !args.json {
+                let what = match &service {
+                    Some(service) => format!(
+                        "the TCP connections of the processes in {}",
+                        service.path().display()
+                    ),
+                    None => "every TCP connection on this host".into(),
+                };
+                let fix = match (args.fix, &trial) {
+                    (Some(fix), Some(_)) => format!(
+                        "; --fix {} attaches after {} s",
+                        fix.name(),
+                        fix_after.as_secs_f64()
+                    ),
+                    _ => String::new(),
+                };
                 eprintln!(
-                    "tcpstall watch: watching every TCP connection on this host{} (Ctrl-C to stop)",
+                    "tcpstall watch: watching {what}{}{fix} (Ctrl-C to stop)",
                     args.duration
                         .map_or(String::new(), |d| format!(" for {d} s"))
                 );
@@ -256,6 +386,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
 
     let clock = Clock::new();
     let started = Instant::now();
+    let mut names = ServiceNames::default();
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
     let filters = Filters { args };
     let owners = Rc::new(RefCell::new(SocketOwners::default()));
@@ -279,10 +410,27 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     // When the command was asked to stop (a signal, or standard output closed).
     let mut stopping: Option<Instant> = None;
     let mut killed = false;
-    let publish = |stalls: Vec<Stall>, summary: &mut Summary, output_closed: &mut bool| {
+    let publish = |stalls: Vec<Stall>,
+                   summary: &mut Summary,
+                   output_closed: &mut bool,
+                   names: &mut ServiceNames,
+                   trial: &mut Option<FixTrial>| {
         let mut out = stdout.lock();
-        for stall in stalls.iter().filter(|s| filters.keep(s)) {
+        for mut stall in stalls.into_iter().filter(|s| filters.keep(s)) {
+            let stall = &mut stall;
+            stall.holder_service = stall
+                .holder
+                .as_ref()
+                .and_then(|p| names.service(p.pid, &p.comm));
+            stall.delayer.service = stall
+                .delayer
+                .process
+                .as_ref()
+                .and_then(|p| names.service(p.pid, &p.comm));
             summary.add(stall);
+            if let Some(trial) = trial.as_mut() {
+                trial.add(stall);
+            }
             if let Ok(mut m) = metrics.lock() {
                 m.record(stall);
             }
@@ -321,9 +469,36 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             assembler.ready(Clock::monotonic_now_ns()),
             &mut summary,
             &mut output_closed,
+            &mut names,
+            &mut trial,
         );
+        if let (Some(trial), Some(service), Some(fix)) = (trial.as_mut(), &service, args.fix)
+            && trial.attached_ns.is_none()
+            && started.elapsed() >= fix_after
+        {
+            match FixProgram::attach(fix, service.directory()) {
+                Ok(program) => {
+                    let now = Clock::monotonic_now_ns();
+                    trial.attached_ns = Some(now);
+                    fix_program = Some((fix, program));
+                    if !output_closed {
+                        announce_fix(fix, service, args.json, now);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("tcpstall watch: cannot attach the sockops fix: {e}");
+                    exit_status = Some(EXIT_CANNOT_RUN);
+                    break;
+                }
+            }
+        }
         if let Ok(mut m) = metrics.lock() {
             m.set_events_lost(watcher.lost_events());
+            if let Some(trial) = &trial {
+                let (before, after) = trial.phases(Clock::monotonic_now_ns());
+                let sockets = fix_program.as_ref().map_or(0, |(_, p)| p.counts().0);
+                m.set_fix(&trial.name, before, after, sockets);
+            }
         }
         output_closed |= stdout_closed();
         let signals = stop_signals::take();
@@ -379,17 +554,42 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             assembler.push(event)
         }
     });
-    publish(assembler.finish(), &mut summary, &mut output_closed);
+    publish(
+        assembler.finish(),
+        &mut summary,
+        &mut output_closed,
+        &mut names,
+        &mut trial,
+    );
     summary.seen_from_both_sides = assembler.seen_from_both_sides;
-    let fix = fix_program.map(|(fix, program)| {
-        let (sockets, refused) = program.counts();
-        FixOutcome {
-            name: fix.name(),
-            option: fix.describe(),
-            sockets,
-            refused,
+    let (before, after) = match &trial {
+        Some(trial) => {
+            let (before, after) = trial.phases(Clock::monotonic_now_ns());
+            (Some(before), after)
         }
-    });
+        None => (None, None),
+    };
+    let counts = fix_program.as_ref().map(|(_, program)| program.counts());
+    // Detached here, before the report, whatever ended watching.
+    drop(fix_program);
+    let fix = args
+        .fix
+        .filter(|_| counts.is_some() || trial.is_some())
+        .map(|fix| {
+            let (sockets, refused) = counts.unwrap_or((0, 0));
+            FixOutcome {
+                name: fix.name(),
+                option: fix.describe(),
+                sockets,
+                refused,
+                cgroup: service
+                    .as_ref()
+                    .filter(|_| trial.is_some())
+                    .map(|s| s.path().display().to_string()),
+                before,
+                after,
+            }
+        });
     let watched = started.elapsed().as_nanos() as u64;
     let lost = watcher.lost_events();
     let mut err = io::stderr().lock();
@@ -424,6 +624,28 @@ pub fn run(args: &WatchArgs) -> ExitCode {
     drop(watcher);
     drop(cgroup);
     ExitCode::from(exit_status.unwrap_or(0))
+}
+
+/// Says that the fix is attached to a running service: on standard error, and with
+/// --json as a `{"type": "fix"}` object between the stalls.
+fn announce_fix(fix: Fix, service: &ServiceCgroup, json: bool, monotonic_ns: u64) {
+    eprintln!(
+        "tcpstall watch: --fix {} attached to {}: new connections get {}",
+        fix.name(),
+        service.path().display(),
+        fix.describe()
+    );
+    if json {
+        let marker = serde_json::json!({
+            "type": "fix",
+            "fix": fix.name(),
+            "option": fix.describe(),
+            "cgroup": service.path().display().to_string(),
+            "time_unix_ns": Clock::new().unix_ns(monotonic_ns) as i64,
+        });
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{marker}").and_then(|()| out.flush());
+    }
 }
 
 /// Counts a Nagle hold (every one, stall or not) in the summary and the metrics.

@@ -1,7 +1,7 @@
 //! A real Prometheus server (Debian's `prometheus` package; .ci/run installs it) scrapes
 //! `tcpstall watch --prometheus` while a two-writes workload stalls, and its HTTP API
-//! must return the stall counter (each stall once, though both ends are watched) and the
-//! Nagle holds counter. Skipped with a message without root, BTF or the
+//! must return the stall counter (each stall once, though both ends are watched, each
+//! labelled with its service) and the Nagle holds counter. Skipped with a message without root, BTF or the
 //! `prometheus` binary.
 
 mod common;
@@ -137,6 +137,21 @@ fn prometheus_scrapes_the_stall_counter() {
     assert!(
         counted.is_some(),
         "Prometheus's tcpstall_stalls_total: {last:?}, the program's slow round trips: {slow}"
+    );
+    // Every one of those stalls carries its holder's service (its cgroup: this test's,
+    // which the workload inherits) as a label.
+    let service_query = "/api/v1/query?query=sum(tcpstall_stalls_total%7Brole%3D%22holder%22%2Ccomm%3D%22echo_pair%22%2Cservice%3D~%22.%2B%22%7D)";
+    let with_service = http_get(prometheus_port, service_query)
+        .and_then(|body| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .and_then(|v| {
+            v["data"]["result"][0]["value"][1]
+                .as_str()?
+                .parse::<f64>()
+                .ok()
+        });
+    assert_eq!(
+        with_service, counted,
+        "stalls with a service label, of those counted"
     );
     // The stalled-seconds counter and the histogram came through the same scrape.
     let seconds = http_get(

@@ -72,6 +72,19 @@ impl CommandCgroup {
                 if libc::write(procs_fd, b"0".as_ptr().cast(), 1) != 1 {
                     return Err(io::Error::last_os_error());
                 }
+                // The command does not inherit the capabilities watch was given as
+                // ambient ones (a systemd unit's AmbientCapabilities=): it runs with
+                // those its own user has.
+                if libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                     return Err(io::Error::last_os_error());
                 }

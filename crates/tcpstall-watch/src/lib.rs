@@ -7,11 +7,14 @@
 //! - [`event`]: decodes the records the programs write to their ring buffer;
 //! - [`stall`]: joins a Nagle hold with the peer's delayed-ACK timer into a stall;
 //! - [`owners`]: names the delayer's process from its socket, by /proc;
+//! - [`service`]: names a process's service (systemd unit or container) from its cgroup;
 //! - [`peers`]: finds the socket at the other end of a connection on this host;
 //! - [`summary`]: totals per process and per connection, as text or JSON;
 //! - [`prometheus`]: the metrics endpoint;
-//! - [`command`]: runs a command in a cgroup of its own.
+//! - [`command`]: runs a command in a cgroup of its own;
+//! - [`cgroup`]: opens a running service's cgroup (`--cgroup`, `--unit`).
 
+pub mod cgroup;
 pub mod command;
 pub mod event;
 pub mod loader;
@@ -19,6 +22,7 @@ pub mod objects;
 pub mod owners;
 pub mod peers;
 pub mod prometheus;
+pub mod service;
 pub mod stall;
 pub mod summary;
 pub mod support;

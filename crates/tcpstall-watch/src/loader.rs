@@ -175,6 +175,12 @@ pub struct FixProgram {
 }
 
 impl FixProgram {
+    /// Attaches to the cgroup, which applies it to the cgroup's descendants too. The
+    /// program is held by a BPF link (Linux 5.7; aya uses one where the kernel has it):
+    /// a link runs beside the programs other tools attached there (the kernel attaches
+    /// cgroup links with BPF_F_ALLOW_MULTI, kernel/bpf/cgroup.c cgroup_bpf_link_attach),
+    /// and is released when its file descriptor closes, so even a `watch` killed with
+    /// SIGKILL leaves nothing attached.
     pub fn attach(fix: Fix, cgroup_directory: &File) -> Result<FixProgram, LoadError> {
         let (kind, delack_max_us): (u32, u32) = match fix {
             Fix::NoDelay => (1, 0),

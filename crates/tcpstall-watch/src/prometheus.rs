@@ -1,12 +1,14 @@
 //! The metrics endpoint: `GET /metrics` in the Prometheus text exposition format
 //! (version 0.0.4), every name starting with `tcpstall_`.
 //!
-//! Labels are `comm`, `local_port` and `role` (holder or delayer); the Nagle holds,
-//! always the holder's, have `comm` and `local_port`. Their cardinality is bounded twice:
+//! Labels are `comm`, `local_port`, `role` (holder or delayer) and, when the process's
+//! cgroup names it, `service` (a systemd unit or `RUNTIME:ID12` for a container, see
+//! [`crate::service`]); the Nagle holds, always the holder's, have `comm` and
+//! `local_port`. Their cardinality is bounded twice:
 //! a local port in the kernel's ephemeral range (net.ipv4.ip_local_port_range) is
 //! labelled `ephemeral`, since a client's port changes with every connection; and past
 //! `max_series` label sets (for the stalls, and again for the holds), new ones are
-//! counted under `comm="other", local_port="other"`.
+//! counted under `comm="other", local_port="other"` (and `service="other"`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -15,7 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::event::NagleHold;
+use crate::service::Service;
 use crate::stall::Stall;
+use crate::summary::FixPhase;
 
 /// Upper bounds of the stall-duration histogram, seconds: around the delayed-ACK timers
 /// of Linux (40 ms), FreeBSD (100 ms) and Windows/AIX (200 ms).
@@ -25,6 +29,9 @@ pub const DEFAULT_MAX_SERIES: usize = 500;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Labels {
+    /// The process's service (systemd unit or container, see [`crate::service`]);
+    /// empty when unknown.
+    service: String,
     comm: String,
     local_port: String,
     role: &'static str,
@@ -46,6 +53,16 @@ pub struct Metrics {
     max_series: usize,
     ephemeral_from: u16,
     events_lost: u64,
+    fix: Option<FixState>,
+}
+
+/// A fix tried on a running service: its stalls before and after it was attached.
+#[derive(Clone, Debug)]
+struct FixState {
+    name: String,
+    before: FixPhase,
+    after: Option<FixPhase>,
+    sockets: u64,
 }
 
 /// The first port of the ephemeral range (net.ipv4.ip_local_port_range), or Linux's
@@ -65,6 +82,7 @@ impl Metrics {
             max_series: max_series.max(1),
             ephemeral_from,
             events_lost: 0,
+            fix: None,
         }
     }
 
@@ -81,6 +99,7 @@ impl Metrics {
             labels
         } else {
             Labels {
+                service: "other".into(),
                 comm: "other".into(),
                 local_port: "other".into(),
                 role: labels.role,
@@ -95,6 +114,7 @@ impl Metrics {
         let mut sides = Vec::with_capacity(2);
         if let Some(p) = &stall.holder {
             sides.push(Labels {
+                service: service_label(stall.holder_service.as_ref()),
                 comm: p.comm.clone(),
                 local_port: self.port_label(stall.local.port()),
                 role: "holder",
@@ -102,6 +122,7 @@ impl Metrics {
         }
         if let Some(p) = &stall.delayer.process {
             sides.push(Labels {
+                service: service_label(stall.delayer.service.as_ref()),
                 comm: p.comm.clone(),
                 local_port: self.port_label(stall.delayer.endpoint.port()),
                 role: "delayer",
@@ -135,16 +156,32 @@ impl Metrics {
         self.events_lost = lost;
     }
 
+    /// The phases of a fix tried on a running service, as they stand (`after` is
+    /// `None` until the fix is attached).
+    pub fn set_fix(&mut self, name: &str, before: FixPhase, after: Option<FixPhase>, sockets: u64) {
+        self.fix = Some(FixState {
+            name: name.to_string(),
+            before,
+            after,
+            sockets,
+        });
+    }
+
     /// The exposition text.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        // An empty label is no label to Prometheus: `service` is left out when unknown.
         let label_text = |l: &Labels| {
-            format!(
+            let mut text = format!(
                 "comm=\"{}\",local_port=\"{}\",role=\"{}\"",
                 escape(&l.comm),
                 escape(&l.local_port),
                 l.role
-            )
+            );
+            if !l.service.is_empty() {
+                let _ = write!(text, ",service=\"{}\"", escape(&l.service));
+            }
+            text
         };
         out.push_str("# HELP tcpstall_stalls_total Stalls that ended: Nagle held data until a delayed ACK released it.\n");
         out.push_str("# TYPE tcpstall_stalls_total counter\n");
@@ -205,8 +242,52 @@ impl Metrics {
         out.push_str("# HELP tcpstall_events_lost_total Kernel events dropped because the ring buffer was full.\n");
         out.push_str("# TYPE tcpstall_events_lost_total counter\n");
         let _ = writeln!(out, "tcpstall_events_lost_total {}", self.events_lost);
+        if let Some(fix) = &self.fix {
+            let name = escape(&fix.name);
+            let phases: Vec<(&str, &FixPhase)> = std::iter::once(("before", &fix.before))
+                .chain(fix.after.as_ref().map(|a| ("after", a)))
+                .collect();
+            out.push_str("# HELP tcpstall_fix_attached Whether --fix is attached to the watched service's cgroup.\n");
+            out.push_str("# TYPE tcpstall_fix_attached gauge\n");
+            let _ = writeln!(
+                out,
+                "tcpstall_fix_attached{{fix=\"{name}\"}} {}",
+                u8::from(fix.after.is_some())
+            );
+            out.push_str("# HELP tcpstall_fix_stalls_total Stalls of the watched service before the fix was attached, and after.\n");
+            out.push_str("# TYPE tcpstall_fix_stalls_total counter\n");
+            for (phase, p) in &phases {
+                let _ = writeln!(
+                    out,
+                    "tcpstall_fix_stalls_total{{fix=\"{name}\",phase=\"{phase}\"}} {}",
+                    p.stalls
+                );
+            }
+            out.push_str("# HELP tcpstall_fix_watched_seconds How long each phase has been watched: the stall rate is tcpstall_fix_stalls_total over this.\n");
+            out.push_str("# TYPE tcpstall_fix_watched_seconds gauge\n");
+            for (phase, p) in &phases {
+                let _ = writeln!(
+                    out,
+                    "tcpstall_fix_watched_seconds{{fix=\"{name}\",phase=\"{phase}\"}} {}",
+                    p.watched_ns as f64 / 1e9
+                );
+            }
+            out.push_str(
+                "# HELP tcpstall_fix_sockets_total Connections the fix's option was set on.\n",
+            );
+            out.push_str("# TYPE tcpstall_fix_sockets_total counter\n");
+            let _ = writeln!(
+                out,
+                "tcpstall_fix_sockets_total{{fix=\"{name}\"}} {}",
+                fix.sockets
+            );
+        }
         out
     }
+}
+
+fn service_label(service: Option<&Service>) -> String {
+    service.map_or(String::new(), |s| s.name.clone())
 }
 
 /// A label value as the exposition format quotes it.
@@ -313,7 +394,7 @@ mod tests {
         }
         assert_eq!(m.series.len(), 4);
         assert!(m.render().contains(
-            "tcpstall_stalls_total{comm=\"other\",local_port=\"other\",role=\"holder\"} 7"
+            "tcpstall_stalls_total{comm=\"other\",local_port=\"other\",role=\"holder\",service=\"other\"} 7"
         ));
     }
 
@@ -363,6 +444,55 @@ mod tests {
         assert!(text.contains(
             "tcpstall_stalls_total{comm=\"server\",local_port=\"8000\",role=\"delayer\"} 1"
         ));
+    }
+
+    #[test]
+    fn the_service_is_a_label_bounded_with_the_others() {
+        let mut m = Metrics::new(2, 32768);
+        for unit in ["a.service", "b.service", "c.service"] {
+            let mut s = stall("client", 40000, 41);
+            s.holder_service = Some(Service::from_cgroup(&format!("/system.slice/{unit}")));
+            s.delayer.process = None;
+            m.record(&s);
+        }
+        let text = m.render();
+        assert!(text.contains(
+            "tcpstall_stalls_total{comm=\"client\",local_port=\"ephemeral\",role=\"holder\",service=\"a.service\"} 1"
+        ), "{text}");
+        assert!(text.contains("service=\"b.service\"} 1"));
+        assert!(!text.contains("c.service"));
+        assert!(text.contains(
+            "tcpstall_stalls_total{comm=\"other\",local_port=\"other\",role=\"holder\",service=\"other\"} 1"
+        ));
+    }
+
+    #[test]
+    fn a_fix_on_a_service_shows_both_phases() {
+        let mut m = Metrics::new(10, 32768);
+        let before = FixPhase {
+            stalls: 50,
+            stalled_ns: 2_000_000_000,
+            watched_ns: 10_000_000_000,
+        };
+        m.set_fix("nodelay", before, None, 0);
+        let text = m.render();
+        assert!(text.contains("tcpstall_fix_attached{fix=\"nodelay\"} 0"));
+        assert!(text.contains("tcpstall_fix_stalls_total{fix=\"nodelay\",phase=\"before\"} 50"));
+        assert!(!text.contains("phase=\"after\""));
+        m.set_fix(
+            "nodelay",
+            before,
+            Some(FixPhase {
+                watched_ns: 5_000_000_000,
+                ..FixPhase::default()
+            }),
+            3,
+        );
+        let text = m.render();
+        assert!(text.contains("tcpstall_fix_attached{fix=\"nodelay\"} 1"));
+        assert!(text.contains("tcpstall_fix_stalls_total{fix=\"nodelay\",phase=\"after\"} 0"));
+        assert!(text.contains("tcpstall_fix_watched_seconds{fix=\"nodelay\",phase=\"after\"} 5"));
+        assert!(text.contains("tcpstall_fix_sockets_total{fix=\"nodelay\"} 3"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tcpstall_core::detect::StallClass;
 use tcpstall_core::diagnosis::FixKind;
 
 use crate::event::{DelayedAckAnswered, DelayedAckFired, NagleHold, Process, WatchEvent};
+use crate::service::Service;
 
 /// How long a timer that fired is kept to be matched with the hold it released: far
 /// above any delayed-ACK timeout (at most 500 ms, RFC 1122 4.2.3.2).
@@ -61,6 +62,8 @@ pub struct Delayer {
     pub timer_ns: Option<u64>,
     /// Seen from the delayer's side: from its ACK to the holder's released segment.
     pub answered_after_ns: Option<u64>,
+    /// The delayer process's service (its cgroup), named when the stall is published.
+    pub service: Option<Service>,
 }
 
 /// One stall, as it ended.
@@ -69,6 +72,8 @@ pub struct Stall {
     pub class: StallClass,
     /// The holding process, when it is on this host and known.
     pub holder: Option<Process>,
+    /// The holder's service (its cgroup), named when the stall is published.
+    pub holder_service: Option<Service>,
     /// The holder's socket: `local` is the holder's end.
     pub local: SocketAddr,
     pub remote: SocketAddr,
@@ -294,6 +299,7 @@ impl StallAssembler {
         Some(Stall {
             class: StallClass::NagleDelayedAck,
             holder,
+            holder_service: None,
             local: record.socket.remote,
             remote: record.socket.local,
             held_bytes: record.released_bytes,
@@ -306,6 +312,7 @@ impl StallAssembler {
                 process: delayer,
                 timer_ns: record.timer_ns,
                 answered_after_ns: Some(answered_after),
+                service: None,
             },
             evidence: Evidence::DelayerSide,
         })
@@ -334,6 +341,7 @@ impl StallAssembler {
                     process: fired.owner.clone(),
                     timer_ns: Some(fired.fired_ns.saturating_sub(hold.start_ns)),
                     answered_after_ns: None,
+                    service: None,
                 },
             ),
             None if duration_ns >= round_trip_ns + self.min_stall_ns => (
@@ -343,6 +351,7 @@ impl StallAssembler {
                     process: None,
                     timer_ns: None,
                     answered_after_ns: None,
+                    service: None,
                 },
             ),
             None => return None,
@@ -350,6 +359,7 @@ impl StallAssembler {
         Some(Stall {
             class: StallClass::NagleDelayedAck,
             holder: Some(hold.holder),
+            holder_service: None,
             local: hold.socket.local,
             remote: hold.socket.remote,
             held_bytes: hold.held_bytes,

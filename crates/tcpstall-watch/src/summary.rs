@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use serde_json::{Value, json};
 
 use crate::event::{NagleHold, Process};
+use crate::service::Service;
 use crate::stall::{Evidence, Stall};
 
 /// At most this many connections are totalled one by one; the rest are counted together,
@@ -75,10 +76,28 @@ fn process_name(p: &Process) -> String {
     format!("{}[{}]", p.comm, p.pid)
 }
 
+/// ` (nginx.service)` after a process's name, when its service is known.
+fn service_suffix(service: Option<&Service>) -> String {
+    service.map_or(String::new(), |s| format!(" ({})", s.name))
+}
+
+/// A service in JSON: its name, kind and cgroup path.
+fn service_json(service: Option<&Service>) -> Value {
+    service.map_or(
+        Value::Null,
+        |s| json!({"name": s.name, "kind": s.kind, "cgroup": s.cgroup}),
+    )
+}
+
 /// One line for a stall.
 pub fn stall_line(stall: &Stall, clock: &Clock) -> String {
     let holder = match &stall.holder {
-        Some(p) => format!("{} {}", process_name(p), stall.local),
+        Some(p) => format!(
+            "{}{} {}",
+            process_name(p),
+            service_suffix(stall.holder_service.as_ref()),
+            stall.local
+        ),
         None => stall.local.to_string(),
     };
     let mut line = format!(
@@ -91,7 +110,12 @@ pub fn stall_line(stall: &Stall, clock: &Clock) -> String {
     );
     let _ = write!(line, "; delayer {}", stall.delayer.endpoint);
     if let Some(p) = &stall.delayer.process {
-        let _ = write!(line, " {}", process_name(p));
+        let _ = write!(
+            line,
+            " {}{}",
+            process_name(p),
+            service_suffix(stall.delayer.service.as_ref())
+        );
     }
     match (stall.evidence, stall.delayer.timer_ns) {
         (Evidence::TimerSeen, Some(timer)) => {
@@ -141,6 +165,7 @@ pub fn stall_json(stall: &Stall, clock: &Clock) -> Value {
             "role": "holder",
             "pid": stall.holder.as_ref().map(|p| p.pid),
             "comm": stall.holder.as_ref().map(|p| p.comm.as_str()),
+            "service": service_json(stall.holder_service.as_ref()),
             "local": stall.local.to_string(),
             "remote": stall.remote.to_string(),
         },
@@ -148,6 +173,7 @@ pub fn stall_json(stall: &Stall, clock: &Clock) -> Value {
             "role": "delayer",
             "endpoint": stall.delayer.endpoint.to_string(),
             "process": stall.delayer.process.as_ref().map(process),
+            "service": service_json(stall.delayer.service.as_ref()),
             "timer_ms": stall.delayer.timer_ns.map(ms),
             "answered_after_ms": stall.delayer.answered_after_ns.map(ms),
         },
@@ -199,6 +225,50 @@ pub struct FixOutcome {
     pub option: String,
     pub sockets: u64,
     pub refused: u64,
+    /// The cgroup it was attached to, for a running service (`--cgroup`, `--unit`).
+    pub cgroup: Option<String>,
+    /// For a running service: the stalls watched before the fix was attached, and
+    /// after (`None` when it never was: watching ended first).
+    pub before: Option<FixPhase>,
+    pub after: Option<FixPhase>,
+}
+
+/// Stalls in one phase of a fix tried on a running service.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FixPhase {
+    pub stalls: u64,
+    pub stalled_ns: u64,
+    pub watched_ns: u64,
+}
+
+impl FixPhase {
+    /// Stalls per second watched.
+    pub fn rate(&self) -> f64 {
+        if self.watched_ns == 0 {
+            0.0
+        } else {
+            self.stalls as f64 / (self.watched_ns as f64 / 1e9)
+        }
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{} stalls in {:.1} s ({:.2}/s, {:.1} ms stalled)",
+            self.stalls,
+            self.watched_ns as f64 / 1e9,
+            self.rate(),
+            ms(self.stalled_ns)
+        )
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "stalls": self.stalls,
+            "stalled_ms": ms(self.stalled_ns),
+            "watched_s": self.watched_ns as f64 / 1e9,
+            "stalls_per_s": self.rate(),
+        })
+    }
 }
 
 /// The small sends Nagle held (every hold, whether a delayed ACK made it a stall or not):
@@ -246,6 +316,9 @@ pub struct Summary {
     pub total: Totals,
     /// Per process and role ("holder" or "delayer").
     pub processes: BTreeMap<(Process, &'static str), Totals>,
+    /// Per service (by name) and role, for the processes whose service is known; at
+    /// most [`MAX_CONNECTIONS`] services, the rest under "other".
+    pub services: BTreeMap<(String, &'static str), Totals>,
     /// Per connection, from the holder's side, with the holder when known.
     pub connections: BTreeMap<(SocketAddr, SocketAddr), (Option<Process>, Totals)>,
     /// Stalls of connections past [`MAX_CONNECTIONS`].
@@ -283,6 +356,18 @@ impl Summary {
                 .entry((p.clone(), "delayer"))
                 .or_default()
                 .add(stall);
+        }
+        for (service, role) in [
+            (&stall.holder_service, "holder"),
+            (&stall.delayer.service, "delayer"),
+        ] {
+            if let Some(service) = service {
+                let mut key = (service.name.clone(), role);
+                if !self.services.contains_key(&key) && self.services.len() >= MAX_CONNECTIONS {
+                    key.0 = "other".into();
+                }
+                self.services.entry(key).or_default().add(stall);
+            }
         }
         let key = (stall.local, stall.remote);
         if self.connections.len() < MAX_CONNECTIONS || self.connections.contains_key(&key) {
@@ -334,6 +419,27 @@ impl Summary {
                     String::new()
                 }
             );
+            if let Some(cgroup) = &fix.cgroup {
+                let _ = writeln!(out, "  attached to {cgroup}, detached when watch ended");
+                if let Some(before) = &fix.before {
+                    let _ = writeln!(out, "  before the fix: {}", before.text());
+                }
+                match &fix.after {
+                    Some(after) => {
+                        let _ = writeln!(
+                            out,
+                            "  with the fix:   {} (connections opened before it keep stalling)",
+                            after.text()
+                        );
+                    }
+                    None => {
+                        let _ = writeln!(
+                            out,
+                            "  with the fix:   never attached, watching ended first"
+                        );
+                    }
+                }
+            }
         }
         if !self.nagle_holds.processes.is_empty() {
             let _ = writeln!(
@@ -370,6 +476,19 @@ impl Summary {
                 t.mean_timer_ns()
                     .map_or("-".to_string(), |n| format!("{:.1}", ms(n))),
             );
+        }
+        if !self.services.is_empty() {
+            let _ = writeln!(out, "\nby service (cgroup):");
+            for ((service, role), t) in &self.services {
+                let _ = writeln!(
+                    out,
+                    "  {:<40} {:<8} {:>7} stalls {:>11.1} ms stalled",
+                    service,
+                    role,
+                    t.stalls,
+                    ms(t.stalled_ns),
+                );
+            }
         }
         let _ = writeln!(out, "\nby connection (holder's side):");
         let mut connections: Vec<_> = self.connections.iter().collect();
@@ -412,11 +531,22 @@ impl Summary {
             "by_evidence": self.by_evidence,
             "seen_from_both_sides": self.seen_from_both_sides,
             "lost_events": lost_events,
-            "fix": fix.map(|f| json!({"fix": f.name, "option": f.option, "sockets": f.sockets, "refused": f.refused})),
+            "fix": fix.map(|f| json!({
+                "fix": f.name, "option": f.option, "sockets": f.sockets, "refused": f.refused,
+                "cgroup": f.cgroup,
+                "before": f.before.as_ref().map(FixPhase::json),
+                "after": f.after.as_ref().map(FixPhase::json),
+            })),
             "processes": self.processes.iter().map(|((p, role), t)| {
                 let mut v = t.json();
                 v["pid"] = json!(p.pid);
                 v["comm"] = json!(p.comm);
+                v["role"] = json!(role);
+                v
+            }).collect::<Vec<_>>(),
+            "services": self.services.iter().map(|((name, role), t)| {
+                let mut v = t.json();
+                v["service"] = json!(name);
                 v["role"] = json!(role);
                 v
             }).collect::<Vec<_>>(),
@@ -444,6 +574,7 @@ pub(crate) mod tests {
                 pid: 7,
                 comm: comm.into(),
             }),
+            holder_service: None,
             local: SocketAddr::from(([127, 0, 0, 1], local_port)),
             remote: SocketAddr::from(([127, 0, 0, 1], 8000)),
             held_bytes: 6,
@@ -459,6 +590,7 @@ pub(crate) mod tests {
                 }),
                 timer_ns: Some(40_000_000),
                 answered_after_ns: None,
+                service: None,
             },
             evidence: Evidence::TimerSeen,
         }
@@ -490,6 +622,43 @@ pub(crate) mod tests {
         let json = s.json(2_000_000_000, 1, 0, None);
         assert_eq!(json["total"]["stalls"], 3);
         assert_eq!(json["connections"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn stalls_named_by_service() {
+        let mut st = stall("client", 40000, 41);
+        st.holder_service = Some(Service::from_cgroup("/system.slice/web.service"));
+        st.delayer.service = Some(Service::from_cgroup(
+            "/system.slice/docker-4f9a2c1d7b3e8f60a1b2c3d4e5f60718293a4b5c6d7e8f9012345678abcdef01.scope",
+        ));
+        let clock = Clock::new();
+        let line = stall_line(&st, &clock);
+        assert!(
+            line.contains("holder client[7] (web.service) 127.0.0.1:40000"),
+            "{line}"
+        );
+        assert!(line.contains("server[8] (docker:4f9a2c1d7b3e)"), "{line}");
+        let v = stall_json(&st, &clock);
+        assert_eq!(v["holder"]["service"]["name"], "web.service");
+        assert_eq!(v["holder"]["service"]["kind"], "systemd-unit");
+        assert_eq!(
+            v["holder"]["service"]["cgroup"],
+            "/system.slice/web.service"
+        );
+        assert_eq!(v["delayer"]["service"]["kind"], "container");
+        assert!(stall_json(&stall("c", 1, 41), &clock)["holder"]["service"].is_null());
+        let mut s = Summary::default();
+        s.add(&st);
+        s.add(&st);
+        assert_eq!(s.services[&("web.service".to_string(), "holder")].stalls, 2);
+        assert_eq!(
+            s.services[&("docker:4f9a2c1d7b3e".to_string(), "delayer")].stalls,
+            2
+        );
+        assert!(s.text(1, 0, 0, None).contains("by service (cgroup):"));
+        let json = s.json(1, 0, 0, None);
+        assert_eq!(json["services"][0]["service"], "docker:4f9a2c1d7b3e");
+        assert_eq!(json["services"][1]["stalls"], 2);
     }
 
     #[test]

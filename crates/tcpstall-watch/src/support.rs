@@ -65,7 +65,7 @@ impl Host {
         }
         if self.delack_timer_address.is_none() {
             return Some(format!(
-                "cannot find {DELACK_TIMER_FUNCTION} in /proc/kallsyms (kernel.kptr_restrict hides it)"
+                "cannot find {DELACK_TIMER_FUNCTION} in /proc/kallsyms (it shows addresses only with CAP_SYSLOG, or to all when kernel.perf_event_paranoid <= 1, and to none when kernel.kptr_restrict = 2)"
             ));
         }
         if run_command && self.cgroup2_root.is_none() {

@@ -55,3 +55,138 @@ pub fn free_port() -> u16 {
         .expect("a free port")
         .port()
 }
+
+/// The reply_server example of the watch crate (a server that stalls as the holder),
+/// built when it is not there yet.
+pub fn reply_server() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_tcpstall"));
+    let path = bin
+        .parent()
+        .expect("target directory")
+        .join("examples")
+        .join("reply_server");
+    if !path.exists() {
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "-p", "tcpstall-watch", "--example", "reply_server"]);
+        if bin.components().any(|c| c.as_os_str() == "release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo");
+        assert!(status.success(), "building the reply_server example");
+    }
+    path
+}
+
+/// Where cgroup v2 is mounted (/proc/self/mountinfo), when it is.
+pub fn cgroup2_root() -> Option<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mountinfo.lines().find_map(|line| {
+        let (mount, fs) = line.split_once(" - ")?;
+        (fs.split_whitespace().next()? == "cgroup2")
+            .then(|| mount.split_whitespace().nth(4).map(PathBuf::from))
+            .flatten()
+    })
+}
+
+/// A cgroup a test made (nested directories under the cgroup v2 root, named as systemd
+/// or a container runtime names them), with the processes it started in it; on drop
+/// they are killed and the directories removed.
+pub struct TestCgroup {
+    /// The directories made, outermost first.
+    made: Vec<PathBuf>,
+    pub path: PathBuf,
+    /// The path as /proc/PID/cgroup shows it.
+    pub relative: String,
+    children: Vec<std::process::Child>,
+}
+
+impl TestCgroup {
+    pub fn create(relative: &str) -> TestCgroup {
+        let root = cgroup2_root().expect("cgroup v2 mounted");
+        let mut made = Vec::new();
+        let mut path = root.clone();
+        for part in relative.split('/').filter(|p| !p.is_empty()) {
+            path.push(part);
+            if !path.exists() {
+                std::fs::create_dir(&path).expect("create a cgroup");
+                made.push(path.clone());
+            }
+        }
+        TestCgroup {
+            made,
+            path,
+            relative: relative.to_string(),
+            children: Vec::new(),
+        }
+    }
+
+    /// Starts a program inside the cgroup (it moves there before exec) and returns its
+    /// standard output.
+    pub fn spawn(&mut self, program: &std::path::Path, args: &[&str]) -> std::process::ChildStdout {
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("echo $$ > \"$0\"/cgroup.procs && exec \"$@\"")
+            .arg(&self.path)
+            .arg(program)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start a program in the cgroup");
+        let out = child.stdout.take().expect("stdout");
+        self.children.push(child);
+        out
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for dir in self.made.iter().rev() {
+            for _ in 0..50 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Round trips (ms) of `reply_server client PORT CONNECTIONS ROUNDS`.
+pub fn reply_client(port: u16, connections: u32, rounds: u32) -> Vec<f64> {
+    let out = Command::new(reply_server())
+        .args([
+            "client",
+            &port.to_string(),
+            &connections.to_string(),
+            &rounds.to_string(),
+        ])
+        .output()
+        .expect("run the reply_server client");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("RTT: ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// The capabilities (as setpriv names them) each mode of `watch` needs, documented in
+/// docs/watch.md and granted by deploy/: watching the whole host loads and attaches the
+/// tracepoint programs (CAP_BPF, CAP_PERFMON), reads tcp_delack_timer's address in
+/// /proc/kallsyms (CAP_SYSLOG), and names the delayer's process through /proc/PID/fd of
+/// processes holding more capabilities than watch (CAP_SYS_PTRACE).
+pub const WATCH: [&str; 4] = ["bpf", "perfmon", "syslog", "sys_ptrace"];
+/// `-- CMD` adds making the command's cgroup under the cgroup root and moving it there.
+pub const COMMAND: &str = "dac_override";
+/// `--fix` adds loading the sockops program.
+pub const FIX: &str = "net_admin";
+/// Not root: listing other users' /proc/PID/fd adds this.
+pub const NOT_ROOT: &str = "dac_read_search";
