@@ -491,9 +491,9 @@ fn last_record_cut_is_a_warning() {
     assert!(!stderr.contains("panicked"), "panic:\n{stderr}");
     assert_eq!(out.status.code(), Some(0), "exit status; stderr:\n{stderr}");
     assert!(
-        stderr
-            .lines()
-            .any(|l| l.starts_with("tcpstall: warning:") && l.contains("capture ends inside record")),
+        stderr.lines().any(
+            |l| l.starts_with("tcpstall: warning:") && l.contains("capture ends inside record")
+        ),
         "no truncation warning on standard error:\n{stderr}"
     );
     assert!(

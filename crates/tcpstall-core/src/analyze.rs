@@ -522,10 +522,7 @@ fn analyze_merged(
 
 /// The analyses of each capture point as one report: their connections together, each
 /// labelled with its point; the input as the first reading of every file saw it.
-fn combine_points(
-    whole: Analysis,
-    points: Vec<(std::sync::Arc<str>, Analysis)>,
-) -> Analysis {
+fn combine_points(whole: Analysis, points: Vec<(std::sync::Arc<str>, Analysis)>) -> Analysis {
     let mut input = whole.input;
     input.duplicates = 0;
     input.late_segments = 0;
@@ -634,7 +631,8 @@ impl FileWatch {
             *last = (*last).max(packet.time);
         }
         use std::hash::BuildHasher;
-        let hash = rustc_hash::FxBuildHasher.hash_one((packet.data, packet.wire_len, packet.link_type));
+        let hash =
+            rustc_hash::FxBuildHasher.hash_one((packet.data, packet.wire_len, packet.link_type));
         if packet.time != self.same_time {
             self.same_time = packet.time;
             self.same_time_packets.clear();
@@ -696,8 +694,7 @@ impl FileWatch {
         };
         let apart = |a: usize, b: usize| {
             let pair = (a.min(b), a.max(b));
-            self.matches.get(&pair).copied().unwrap_or(0) >= SAME_TRAFFIC_MATCHES
-                && overlap(a, b)
+            self.matches.get(&pair).copied().unwrap_or(0) >= SAME_TRAFFIC_MATCHES && overlap(a, b)
         };
         let mut points: Vec<Vec<usize>> = Vec::new();
         for file in 0..self.spans.len() {

@@ -209,7 +209,10 @@ pub enum FixAction {
     Text(&'static str),
     /// `local`: the peer is an address of the receiver's own host (loopback, or both
     /// ends on one address), reached through the `local` routing table.
-    RouteQuickack { peer: IpAddr, local: bool },
+    RouteQuickack {
+        peer: IpAddr,
+        local: bool,
+    },
 }
 
 impl FixAction {
@@ -844,10 +847,16 @@ mod tests {
         let same = FixAction::route_quickack(ip("10.1.2.3"), ip("10.1.2.3"));
         assert!(same.command().is_some_and(|c| c.contains("table local")));
         let v6 = FixAction::route_quickack(ip("::1"), ip("::1"));
-        assert!(v6.command().is_some_and(|c| c.starts_with("dev=$(ip -6 route show table local ::1")));
+        assert!(
+            v6.command()
+                .is_some_and(|c| c.starts_with("dev=$(ip -6 route show table local ::1"))
+        );
         let remote = FixAction::route_quickack(ip("10.1.2.4"), ip("10.1.2.3"));
         let command = remote.command().expect("a command");
-        assert!(command.starts_with("ip route add 10.1.2.4/32 $(ip route get 10.1.2.4 |"), "{command}");
+        assert!(
+            command.starts_with("ip route add 10.1.2.4/32 $(ip route get 10.1.2.4 |"),
+            "{command}"
+        );
         assert!(!command.contains("table local") && !command.contains("GATEWAY"));
         assert_eq!(FixAction::Text("x").command(), None);
     }
