@@ -11,7 +11,7 @@ use crate::flow::{Connection, MssSource};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
 /// The two roles of a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     Client,
     Server,
@@ -142,7 +142,7 @@ pub fn infer_timer(delays: &[Nanos]) -> (Nanos, Nanos, Nanos, TimerGuess) {
 }
 
 /// Which change a fix makes, so that a simulation of the connection can apply it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FixKind {
     /// Each message written in one call.
     OneWrite,

@@ -119,6 +119,10 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
         plural(stalls),
         secs(lost)
     );
+    // Many connections stalling the same way: that is the finding, before any one of them.
+    if let Some(group) = super::groups::largest(analysis) {
+        let _ = writeln!(out, "\n{}", group.describe(lost));
+    }
 
     let mut quiet = 0;
     let mut beyond_top = 0;
