@@ -4,7 +4,7 @@
 //! Before it, two writes then a read wait for the delayed ACK (seed 002); after it,
 //! `ip route get` shows `quickack 1` and they no longer wait.
 //!
-//! Needs root (namespaces, routes): ignored by default, run by scripts/test-all.sh.
+//! Needs root (namespaces, routes): ignored by default, run by .ci/run.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -148,7 +148,7 @@ fn check_fix(
 }
 
 #[test]
-#[ignore = "needs root (network namespaces and routes); scripts/test-all.sh runs it"]
+#[ignore = "needs root (network namespaces and routes); .ci/run runs it"]
 fn the_route_fix_works_where_it_is_offered() {
     if !is_root() {
         eprintln!("skipped: the route fix test needs root (CAP_NET_ADMIN)");
