@@ -76,7 +76,9 @@ fn chromium() -> PathBuf {
     .map(PathBuf::from)
     .find(|p| p.exists())
     .unwrap_or_else(|| {
-        panic!("no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)")
+        panic!(
+            "no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)"
+        )
     })
 }
 

@@ -87,12 +87,9 @@ fn seed002_two_writes_then_read_stalls_on_every_round_trip_after_the_first() {
     assert_eq!(route["role"], "server");
     // Loopback goes through the local routing table, looked up before main: the fix
     // changes the local route (tests/route_fix.rs runs it in a namespace).
-    assert!(
-        route["action"]
-            .as_str()
-            .unwrap()
-            .contains("ip route replace $(ip route show table local 127.0.0.1) table local quickack 1")
-    );
+    assert!(route["action"].as_str().unwrap().contains(
+        "ip route replace $(ip route show table local 127.0.0.1) table local quickack 1"
+    ));
     assert!(c["time_lost_share"].as_f64().unwrap() > 0.9);
     assert_eq!(report["summary"]["stalls"], 9);
 }
