@@ -196,7 +196,8 @@ pub struct Fix {
     pub note: &'static str,
     pub kind: FixKind,
     /// Time the connection would not have lost: the simulated saving when `predicted`
-    /// is set, otherwise an estimate (every stall, or every ACK delay, removed).
+    /// is set, otherwise an estimate (every stall, or every ACK delay, removed); never
+    /// more than the time the connection lost to its stalls.
     pub saves: Nanos,
     /// The simulated outcome, when the connection's scenario was inferred and run.
     pub predicted: Option<Prediction>,
