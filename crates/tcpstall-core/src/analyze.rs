@@ -506,7 +506,12 @@ fn analyze_merged(
     let merged = MergedCaptures::open(paths.to_vec(), files.on_error, files.progress.clone())?;
     let mut watch = FileWatch::new(paths.len(), recognise);
     let mut analysis = pipeline(&source, options, |intake| {
-        let merged = merged.for_each_file_packet(|file, packet| {
+        let merged = merged.for_each_file_packet(|file, alone, packet| {
+            // A file read alone has no packet in common with another at its time.
+            if alone {
+                intake.packet(packet);
+                return;
+            }
             if watch.duplicate(file, packet) {
                 return;
             }
@@ -564,18 +569,31 @@ fn combine_points(whole: Analysis, points: Vec<(std::sync::Arc<str>, Analysis)>)
 }
 
 /// Two files saw the same traffic at different points when this many segments of one
-/// are in the other at another time, and the files overlap in time. A segment sent
-/// again looks the same, but only within one file or across the end of one file and the
-/// start of the next (a ring), which do not overlap; a few matches are kept apart from
-/// chance by the sequence and acknowledgment numbers, which repeat only after 4 GB.
+/// are in the other at another time, both files being read together (they overlap in
+/// time). A segment sent again looks the same, but only within one file or across the
+/// end of one file and the start of the next (a ring), which are read one after the
+/// other; a few matches are kept apart from chance by the sequence and acknowledgment
+/// numbers, which repeat only after 4 GB.
 const SAME_TRAFFIC_MATCHES: u64 = 4;
 /// Segments remembered to find them in another file: two windows of this many each, so
-/// that a point may see a segment up to this many segments later than another (a
-/// window of 2^16 covers well over a second of a busy link's segments, far more than
-/// the delay between two capture points of one path).
-const SAME_TRAFFIC_WINDOW: usize = 1 << 16;
+/// that a point may see a segment up to this many compared segments later than another
+/// (with 1 in 256 compared, a window of 2^14 covers some 4 million segments, seconds of
+/// a busy link, far more than the delay between two capture points of one path).
+const SAME_TRAFFIC_WINDOW: usize = 1 << 14;
 /// Packets at one timestamp compared for exact copies, at most.
 const SAME_TIME_PACKETS: usize = 4096;
+/// Bytes of a packet compared for exact copies, with its length: its link, IP and TCP
+/// headers (Ethernet 14 and a VLAN tag 4, IPv6 40, TCP 20 with room for options: 96),
+/// whose TCP checksum covers the rest. Hashing the whole of every packet would make
+/// reading several files twice as slow.
+const COMPARED_BYTES: usize = 96;
+/// Each file's first segments are all looked for in the other files...
+const FULLY_COMPARED: u64 = 1024;
+/// ...and beyond them only those whose sequence and acknowledgment numbers have these
+/// bits clear (1 in 256): the same segments at every capture point, so two points that
+/// saw the same traffic still meet [`SAME_TRAFFIC_MATCHES`] of them, while a ring of
+/// many files is read almost as fast as one file.
+const SAMPLE_MASK: u32 = 255;
 
 /// What identifies a segment wherever it is seen on its path: everything in its TCP
 /// header the path does not change.
@@ -600,12 +618,12 @@ struct FileWatch {
     previous: rustc_hash::FxHashMap<SegmentKey, (usize, Nanos)>,
     /// Segments seen in both files of a pair (lower index first) at different times.
     matches: rustc_hash::FxHashMap<(usize, usize), u64>,
-    /// Each file's first and last packet time.
-    spans: Vec<Option<(Nanos, Nanos)>>,
     /// The packets at the latest time: their file and a hash of their bytes.
     same_time: Nanos,
     same_time_packets: Vec<(usize, u64)>,
     duplicates: u64,
+    /// Segments seen in each file.
+    segments: Vec<u64>,
 }
 
 impl FileWatch {
@@ -615,24 +633,25 @@ impl FileWatch {
             current: Default::default(),
             previous: Default::default(),
             matches: Default::default(),
-            spans: vec![None; files],
             same_time: Nanos::MIN,
             same_time_packets: Vec::new(),
             duplicates: 0,
+            segments: vec![0; files],
         }
     }
 
-    /// True when another file holds this packet at the same time with the same bytes
-    /// (the merge hands over the packets of one time file after file).
+    /// True when another file read together with this one holds this packet at the same
+    /// time with the same bytes (its length and headers, checksums included, compared;
+    /// the merge hands over the packets of one time file after file).
     fn duplicate(&mut self, file: usize, packet: &Packet<'_>) -> bool {
-        if let Some(span) = self.spans.get_mut(file) {
-            let (first, last) = span.get_or_insert((packet.time, packet.time));
-            *first = (*first).min(packet.time);
-            *last = (*last).max(packet.time);
-        }
         use std::hash::BuildHasher;
-        let hash =
-            rustc_hash::FxBuildHasher.hash_one((packet.data, packet.wire_len, packet.link_type));
+        let head = &packet.data[..packet.data.len().min(COMPARED_BYTES)];
+        let hash = rustc_hash::FxBuildHasher.hash_one((
+            head,
+            packet.data.len(),
+            packet.wire_len,
+            packet.link_type,
+        ));
         if packet.time != self.same_time {
             self.same_time = packet.time;
             self.same_time_packets.clear();
@@ -653,6 +672,13 @@ impl FileWatch {
     /// Notes a segment of `file`, and whether another file saw it at another time.
     fn segment(&mut self, file: usize, segment: &Segment) {
         if !self.recognise {
+            return;
+        }
+        let Some(seen_in_file) = self.segments.get_mut(file) else {
+            return;
+        };
+        *seen_in_file += 1;
+        if *seen_in_file > FULLY_COMPARED && (segment.seq ^ segment.ack) & SAMPLE_MASK != 0 {
             return;
         }
         let key = SegmentKey {
@@ -678,7 +704,9 @@ impl FileWatch {
             }
             None => {
                 if self.current.len() >= SAME_TRAFFIC_WINDOW {
-                    self.previous = std::mem::take(&mut self.current);
+                    // The older window goes; its room is used again.
+                    std::mem::swap(&mut self.previous, &mut self.current);
+                    self.current.clear();
                 }
                 self.current.insert(key, (file, segment.time));
             }
@@ -688,16 +716,12 @@ impl FileWatch {
     /// The files split into capture points: each file joins the first point holding no
     /// file that saw the same traffic as it.
     fn capture_points(&self) -> Vec<Vec<usize>> {
-        let overlap = |a: usize, b: usize| match (self.spans[a], self.spans[b]) {
-            (Some((a0, a1)), Some((b0, b1))) => a0 < b1 && b0 < a1,
-            _ => false,
-        };
         let apart = |a: usize, b: usize| {
             let pair = (a.min(b), a.max(b));
-            self.matches.get(&pair).copied().unwrap_or(0) >= SAME_TRAFFIC_MATCHES && overlap(a, b)
+            self.matches.get(&pair).copied().unwrap_or(0) >= SAME_TRAFFIC_MATCHES
         };
         let mut points: Vec<Vec<usize>> = Vec::new();
-        for file in 0..self.spans.len() {
+        for file in 0..self.segments.len() {
             match points
                 .iter_mut()
                 .find(|point| point.iter().all(|&other| !apart(file, other)))
