@@ -507,8 +507,9 @@ fn analyze_merged(
     let mut watch = FileWatch::new(paths.len(), recognise);
     let mut analysis = pipeline(&source, options, |intake| {
         let merged = merged.for_each_file_packet(|file, alone, packet| {
-            // A file read alone has no packet in common with another at its time.
-            if alone {
+            // A file read alone has no packet in common with another, but at the time
+            // of the last packet another file gave (that file ended there).
+            if alone && packet.time != watch.same_time {
                 intake.packet(packet);
                 return;
             }
