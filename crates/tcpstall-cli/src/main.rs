@@ -59,7 +59,7 @@ EXAMPLES:
   tcpstall analyze --stalls --port 6379 proxy.pcapng.gz
   tcpstall analyze --annotate marked.pcapng capture.pcap   # then in Wireshark: frame.comment contains \"tcpstall\"
   tcpstall analyze ring/                            # every file of a tcpdump -C/-G/-W ring, in time order
-  tcpstall analyze eth0.pcap eth1.pcap              # two capture points merged
+  tcpstall analyze client.pcap server.pcap          # one path seen at two points: each analysed
   tcpdump -i eth0 -w - 'tcp port 8080' | tcpstall analyze -
   tcpstall analyze --json capture.pcap | jq '.connections[].stalls[] | select(.class == \"nagle-delayed-ack\")'")]
     Analyze(AnalyzeArgs),
@@ -133,7 +133,9 @@ EXAMPLES:
 #[derive(Args)]
 struct AnalyzeArgs {
     /// Capture files (pcap or pcapng, plain or gzip- or zstd-compressed) or directories
-    /// of them, read as one capture merged in time order; or - for standard input
+    /// of them, read as one capture merged in time order; or - for standard input.
+    /// Packets two files hold alike (same time, same bytes) are read once; files that saw
+    /// the same connections at different capture points are analysed one point at a time
     #[arg(required = true, value_name = "CAPTURE")]
     captures: Vec<PathBuf>,
     /// Stop at the first of several files that cannot be read (by default it is named
@@ -577,10 +579,10 @@ fn run_analyze(args: AnalyzeArgs) -> ExitCode {
             return ExitCode::from(EXIT_ERROR);
         }
     };
-    for file in &analysis.input.files {
-        if let Some(error) = &file.error {
-            eprintln!("tcpstall: warning: {}: {error}", file.path.display());
-        }
+    // Warnings go to standard error, whatever the report is (the JSON holds them too);
+    // a file that could not be read is among them.
+    for warning in &analysis.input.warnings {
+        eprintln!("tcpstall: warning: {warning}");
     }
     tcpstall_sim::infer::predict_worst(
         &mut analysis.connections,

@@ -491,10 +491,14 @@ fn last_record_cut_is_a_warning() {
     assert!(!stderr.contains("panicked"), "panic:\n{stderr}");
     assert_eq!(out.status.code(), Some(0), "exit status; stderr:\n{stderr}");
     assert!(
-        stdout
-            .lines()
-            .any(|l| l.starts_with("warning:") && l.contains("capture ends inside record")),
-        "no truncation warning in the text output:\n{stdout}"
+        stderr.lines().any(
+            |l| l.starts_with("tcpstall: warning:") && l.contains("capture ends inside record")
+        ),
+        "no truncation warning on standard error:\n{stderr}"
+    );
+    assert!(
+        !stdout.contains("warning"),
+        "a warning on standard output:\n{stdout}"
     );
 
     let report = analyze_json(&path);

@@ -222,3 +222,111 @@ fn standard_input_does_not_mix_with_files() {
     let out = run(&["analyze", "-", ORIGINAL]);
     check_refused(&out, "stdin and a file", &["standard input"]);
 }
+
+/// `tcpstall simulate` of seed 002 (two writes then a read, 20 ms round trip) captured
+/// at `point`, written to `path`.
+fn simulated_at(point: &str, path: &std::path::Path) {
+    let path = path.display().to_string();
+    let out = run(&[
+        "simulate",
+        "--pattern",
+        "two-writes",
+        "--rtt",
+        "20",
+        "--capture-point",
+        point,
+        "--pcap",
+        &path,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// The stall count and the class of every stall of each connection in a report.
+fn stalls_by_connection(report: &serde_json::Value) -> Vec<(Option<String>, u64, Vec<String>)> {
+    report["connections"]
+        .as_array()
+        .expect("connections")
+        .iter()
+        .map(|c| {
+            let classes = c["stalls"]
+                .as_array()
+                .map(|s| {
+                    s.iter()
+                        .filter_map(|e| e["class"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                c["capture_point"].as_str().map(str::to_string),
+                c["stall_count"].as_u64().unwrap_or(0),
+                classes,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn one_connection_at_two_capture_points_is_analysed_at_each() {
+    let dir = TempDir::new("many-files", "two-points");
+    let client = dir.0.join("c.pcap");
+    let server = dir.0.join("s.pcap");
+    simulated_at("client", &client);
+    simulated_at("server", &server);
+    let alone = parse_report(
+        &analyze_paths(std::slice::from_ref(&client), &[]),
+        "client alone",
+    );
+    let [(None, nine, _)] = stalls_by_connection(&alone)[..] else {
+        panic!("one connection at the client: {alone}");
+    };
+    assert!(nine > 0, "the client's capture shows no stall");
+
+    let out = analyze_paths(&[client.clone(), server.clone()], &[]);
+    let report = parse_report(&out, "two capture points");
+    assert_eq!(
+        report["input"]["capture_points"],
+        serde_json::json!([client.display().to_string(), server.display().to_string()])
+    );
+    let connections = stalls_by_connection(&report);
+    assert_eq!(connections.len(), 2, "{connections:?}");
+    for (point, stalls, classes) in &connections {
+        assert!(point.is_some(), "a connection without its capture point");
+        assert_eq!(*stalls, nine, "{point:?}: {classes:?}");
+        assert!(
+            !classes.is_empty() && classes.iter().all(|c| c == "nagle-delayed-ack"),
+            "{point:?}: {classes:?}"
+        );
+    }
+    // The text names each point, and says why there are two connections.
+    let out = run(&[
+        "analyze",
+        &client.display().to_string(),
+        &server.display().to_string(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("2 capture points"), "{stdout}");
+    assert!(stdout.contains("seen at:    "), "{stdout}");
+    assert!(!stdout.contains("retransmission"), "{stdout}");
+}
+
+#[test]
+fn one_file_given_twice_is_read_once() {
+    let dir = TempDir::new("many-files", "twice");
+    let client = dir.0.join("c.pcap");
+    simulated_at("client", &client);
+    let once = parse_report(&analyze_paths(std::slice::from_ref(&client), &[]), "once");
+    let twice = parse_report(
+        &analyze_paths(&[client.clone(), client.clone()], &[]),
+        "twice",
+    );
+    assert_eq!(stalls_by_connection(&twice), stalls_by_connection(&once));
+    assert_eq!(
+        twice["input"]["file_duplicates"].as_u64(),
+        once["input"]["packets"].as_u64()
+    );
+    assert!(twice["input"].get("capture_points").is_none());
+    assert_eq!(
+        twice["summary"]["gaps_by_class"],
+        once["summary"]["gaps_by_class"]
+    );
+}

@@ -1,7 +1,7 @@
 //! The HTML reports opened in a real headless browser (Debian's chromium): they render
 //! with no console message, show the expected number of stall markers, and a screenshot
 //! is taken (kept with TCPSTALL_KEEP_SCREENSHOTS=DIR; nothing is left in the temporary
-//! directory). Without chromium the tests say why they skipped.
+//! directory). They need chromium: ignored by default, run by .ci/run.
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -60,25 +60,26 @@ fn keep_screenshot(shot: &Path, page: &Path) {
     }
 }
 
-/// The browser to test with, or `None` after saying why the test is skipped.
-fn chromium() -> Option<PathBuf> {
+/// The browser to test with. The tests that need it are ignored by default (`cargo test`
+/// lists them as ignored, with the reason); run with `--include-ignored` (as
+/// .ci/run does, after installing chromium) a missing browser fails them.
+fn chromium() -> PathBuf {
     if let Some(path) = std::env::var_os("TCPSTALL_CHROMIUM") {
-        return Some(PathBuf::from(path));
+        return PathBuf::from(path);
     }
-    let found = [
+    [
         "/usr/bin/chromium",
         "/usr/bin/chromium-browser",
         "/usr/bin/google-chrome",
     ]
     .iter()
     .map(PathBuf::from)
-    .find(|p| p.exists());
-    if found.is_none() {
-        eprintln!(
-            "skipped: no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)"
-        );
-    }
-    found
+    .find(|p| p.exists())
+    .unwrap_or_else(|| {
+        panic!(
+            "no chromium at /usr/bin/chromium (apt-get install chromium, or set TCPSTALL_CHROMIUM)"
+        )
+    })
 }
 
 /// Runs a command, killing it after `limit`. Its output is read while it runs, so a
@@ -222,10 +223,9 @@ fn check_in_browser(chromium: &Path, dir: &Path, page: &Path, expected_markers: 
 }
 
 #[test]
+#[ignore = "needs chromium (apt-get install chromium); .ci/run runs it"]
 fn analyze_html_report_renders_with_nine_stall_markers() {
-    let Some(chromium) = chromium() else {
-        return;
-    };
+    let chromium = chromium();
     let root = workspace_root();
     let dir = test_dir("report-browser");
     let page = dir.join("report.html");
@@ -237,10 +237,9 @@ fn analyze_html_report_renders_with_nine_stall_markers() {
 }
 
 #[test]
+#[ignore = "needs chromium (apt-get install chromium); .ci/run runs it"]
 fn simulate_sweep_page_renders() {
-    let Some(chromium) = chromium() else {
-        return;
-    };
+    let chromium = chromium();
     let dir = test_dir("sweep-browser");
     let page = dir.join("sweep.html");
     let out = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
@@ -341,10 +340,9 @@ fn every_in_page_link_has_its_target() {
 }
 
 #[test]
+#[ignore = "needs chromium (apt-get install chromium); .ci/run runs it"]
 fn a_report_of_thousands_of_connections_opens_on_its_graphs_and_filters_its_table() {
-    let Some(chromium) = chromium() else {
-        return;
-    };
+    let chromium = chromium();
     let root = workspace_root();
     let dir = test_dir("report-scale");
     let capture = dir.join("synth.pcap");

@@ -11,7 +11,7 @@ use crate::flow::{Connection, MssSource};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 
 /// The two roles of a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Role {
     Client,
     Server,
@@ -142,7 +142,7 @@ pub fn infer_timer(delays: &[Nanos]) -> (Nanos, Nanos, Nanos, TimerGuess) {
 }
 
 /// Which change a fix makes, so that a simulation of the connection can apply it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FixKind {
     /// Each message written in one call.
     OneWrite,
@@ -196,7 +196,8 @@ pub struct Fix {
     pub note: &'static str,
     pub kind: FixKind,
     /// Time the connection would not have lost: the simulated saving when `predicted`
-    /// is set, otherwise an estimate (every stall, or every ACK delay, removed).
+    /// is set, otherwise an estimate (every stall, or every ACK delay, removed); never
+    /// more than the time the connection lost to its stalls.
     pub saves: Nanos,
     /// The simulated outcome, when the connection's scenario was inferred and run.
     pub predicted: Option<Prediction>,
@@ -207,31 +208,98 @@ pub struct Fix {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum FixAction {
     Text(&'static str),
-    RouteQuickack { peer: IpAddr },
+    /// `local`: the peer is an address of the receiver's own host (loopback, or both
+    /// ends on one address), reached through the `local` routing table.
+    RouteQuickack {
+        peer: IpAddr,
+        local: bool,
+    },
+}
+
+impl FixAction {
+    /// The route fix for a receiver at `receiver` whose peer is `peer`.
+    pub fn route_quickack(peer: IpAddr, receiver: IpAddr) -> FixAction {
+        FixAction::RouteQuickack {
+            peer,
+            local: peer.is_loopback() || peer == receiver,
+        }
+    }
+
+    /// The shell command that makes the change, for the fixes that are one.
+    ///
+    /// A peer on another host gets a host route of its own in the main table, through
+    /// the gateway and device `ip route get` finds for it (none for a directly connected
+    /// peer), with `quickack 1`. A peer on the receiver's own host is reached through
+    /// the `local` table, which `ip rule` looks up before `main` (priority 0 against
+    /// 32766): a route added to `main` is never used for it, so its own local route is
+    /// replaced by the same route with `quickack 1`.
+    pub fn command(&self) -> Option<String> {
+        match *self {
+            FixAction::Text(_) => None,
+            FixAction::RouteQuickack {
+                peer: IpAddr::V4(peer),
+                local: true,
+            } => Some(format!(
+                "ip route replace $(ip route show table local {peer}) table local quickack 1"
+            )),
+            // IPv6 replaces a route only of the same metric, and one given as 0 (the
+            // kernel's own local routes) is taken as 1024: the route is made again.
+            FixAction::RouteQuickack {
+                peer: IpAddr::V6(peer),
+                local: true,
+            } => Some(format!(
+                "dev=$(ip -6 route show table local {peer} | grep -o 'dev [^ ]*') && ip -6 route del local {peer} table local && ip -6 route add local {peer} $dev table local quickack 1"
+            )),
+            FixAction::RouteQuickack { peer, local: false } => Some(format!(
+                "ip {family}route add {peer}/{bits} $(ip {family}route get {peer} | sed -En '1s/^[^ ]+ (from [^ ]+ )?((via [^ ]+ )?dev [^ ]+).*/\\2/p') quickack 1",
+                family = if peer.is_ipv4() { "" } else { "-6 " },
+                bits = if peer.is_ipv4() { 32 } else { 128 },
+            )),
+        }
+    }
 }
 
 impl fmt::Display for FixAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FixAction::Text(text) => f.write_str(text),
-            FixAction::RouteQuickack { peer } => write!(
+            FixAction::RouteQuickack { peer, .. } => write!(
                 f,
-                "route to {peer} with quickack 1: ip route add {peer}/{bits} via GATEWAY dev DEV quickack 1 (as `ip route get {peer}` shows them)",
-                bits = if peer.is_ipv4() { 32 } else { 128 },
+                "route to {peer} with quickack 1: {}",
+                self.command().unwrap_or_default()
             ),
         }
     }
 }
 
 impl Fix {
-    /// Records a simulated outcome: `saves` becomes the simulated saving.
-    pub fn set_prediction(&mut self, duration: Nanos, speedup: f64, stalled_share: f64) {
-        let speedup = if speedup.is_finite() && speedup > 0.0 {
+    /// Records a simulated outcome: `saves` becomes the simulated saving, at most `lost`
+    /// (the time the connection lost to its stalls: a fix cannot give back more than
+    /// was lost). When the simulation promised more, its time and speed-up are those of
+    /// the saving kept.
+    pub fn set_prediction(
+        &mut self,
+        duration: Nanos,
+        speedup: f64,
+        stalled_share: f64,
+        lost: Nanos,
+    ) {
+        let duration = duration.max(0);
+        let mut speedup = if speedup.is_finite() && speedup > 0.0 {
             speedup
         } else {
             1.0
         };
-        let time = (duration.max(0) as f64 / speedup).round() as Nanos;
+        let mut time = (duration as f64 / speedup).round() as Nanos;
+        let lost = lost.clamp(0, duration);
+        if duration - time > lost {
+            time = duration - lost;
+            speedup = if time > 0 {
+                duration as f64 / time as f64
+            } else {
+                1.0
+            };
+        }
         self.saves = (duration - time).max(0);
         self.predicted = Some(Prediction {
             time,
@@ -343,6 +411,9 @@ pub struct ConnectionDiagnosis {
     pub holder: Option<Role>,
     pub delayer: Option<Role>,
     pub classic_nagle_evidence: bool,
+    /// The capture point (its file or files) the connection was seen at, when several
+    /// files saw the same traffic at different points and each was analysed on its own.
+    pub capture_point: Option<std::sync::Arc<str>>,
 }
 
 impl ConnectionDiagnosis {
@@ -531,6 +602,7 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         holder,
         delayer,
         classic_nagle_evidence,
+        capture_point: None,
     };
     drop(tcp_stalls);
     diagnosis.events = events;
@@ -631,7 +703,8 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
             action: FixAction::Text(action),
             note,
             kind: FixKind::AckAtOnce,
-            saves: d.ack_delay_time,
+            // The ACK delays behind the stalls, but never more than the stalls took.
+            saves: d.ack_delay_time.min(d.time_lost),
             predicted: None,
         })
     };
@@ -644,12 +717,10 @@ fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     .then(|| Fix {
         role: d.delayer,
         endpoint: d.delayer_endpoint,
-        action: FixAction::RouteQuickack {
-            peer: d.holder_endpoint.ip(),
-        },
+        action: FixAction::route_quickack(d.holder_endpoint.ip(), d.delayer_endpoint.ip()),
         note: "root, no code change; every connection to that host ACKs at once; more ACK packets",
         kind: FixKind::AckAtOnce,
-        saves: d.ack_delay_time,
+        saves: d.ack_delay_time.min(d.time_lost),
         predicted: None,
     });
     if d.nagle_stalls > 0 {
@@ -736,6 +807,59 @@ mod tests {
             infer_timer(&ms(&[12, 150, 77, 190, 40])).3,
             TimerGuess::PhasedTick200
         );
+    }
+
+    fn route_fix() -> Fix {
+        Fix {
+            role: Role::Server,
+            endpoint: "127.0.0.1:6379".parse().expect("address"),
+            action: FixAction::Text("set TCP_QUICKACK again after every read"),
+            note: "",
+            kind: FixKind::AckAtOnce,
+            saves: 0,
+            predicted: None,
+        }
+    }
+
+    #[test]
+    fn a_simulated_saving_is_at_most_the_time_lost() {
+        let mut fix = route_fix();
+        // The simulation says 157x faster on a 1 s connection that lost 88 ms.
+        fix.set_prediction(1_000 * NANOS_PER_MILLI, 157.0, 0.0, 88 * NANOS_PER_MILLI);
+        assert_eq!(fix.saves, 88 * NANOS_PER_MILLI);
+        let p = fix.predicted.expect("prediction");
+        assert_eq!(p.time, 912 * NANOS_PER_MILLI);
+        assert!((p.speedup - 1000.0 / 912.0).abs() < 1e-9, "{}", p.speedup);
+        // A saving within the time lost is the simulation's own.
+        let mut fix = route_fix();
+        fix.set_prediction(1_000 * NANOS_PER_MILLI, 2.0, 0.0, 800 * NANOS_PER_MILLI);
+        assert_eq!(fix.saves, 500 * NANOS_PER_MILLI);
+        assert_eq!(fix.predicted.map(|p| p.speedup), Some(2.0));
+    }
+
+    #[test]
+    fn a_peer_on_the_same_host_gets_its_local_route_changed() {
+        let ip = |s: &str| -> IpAddr { s.parse().expect("address") };
+        let loopback = FixAction::route_quickack(ip("127.0.0.1"), ip("127.0.0.1"));
+        assert_eq!(
+            loopback.command().as_deref(),
+            Some("ip route replace $(ip route show table local 127.0.0.1) table local quickack 1")
+        );
+        let same = FixAction::route_quickack(ip("10.1.2.3"), ip("10.1.2.3"));
+        assert!(same.command().is_some_and(|c| c.contains("table local")));
+        let v6 = FixAction::route_quickack(ip("::1"), ip("::1"));
+        assert!(
+            v6.command()
+                .is_some_and(|c| c.starts_with("dev=$(ip -6 route show table local ::1"))
+        );
+        let remote = FixAction::route_quickack(ip("10.1.2.4"), ip("10.1.2.3"));
+        let command = remote.command().expect("a command");
+        assert!(
+            command.starts_with("ip route add 10.1.2.4/32 $(ip route get 10.1.2.4 |"),
+            "{command}"
+        );
+        assert!(!command.contains("table local") && !command.contains("GATEWAY"));
+        assert_eq!(FixAction::Text("x").command(), None);
     }
 
     #[test]

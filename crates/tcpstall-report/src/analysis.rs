@@ -458,6 +458,13 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
         if stalls == 1 { "" } else { "s" },
         secs(lost)
     );
+    if let Some(group) = tcpstall_core::report::groups::largest(analysis) {
+        let _ = write!(
+            body,
+            r#"<p class="group"><b>{}</b></p>"#,
+            escape(&group.describe(analysis.total_time_lost()))
+        );
+    }
     for w in &input.warnings {
         let _ = write!(body, r#"<p class="note">warning: {}</p>"#, escape(w));
     }

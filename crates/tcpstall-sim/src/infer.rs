@@ -552,6 +552,7 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
         }
     };
     let duration = d.duration();
+    let lost = d.time_lost;
     // A scenario that does not stall as the capture did says nothing about the fixes:
     // they keep their estimates.
     let reproduced = share(&variants[0]) > 0.0;
@@ -559,7 +560,7 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
         for fix in &mut direction.fixes {
             if let Some(i) = kinds.iter().position(|&k| k == fix.kind) {
                 let v = &variants[i + 1];
-                fix.set_prediction(duration, v.speedup, share(v));
+                fix.set_prediction(duration, v.speedup, share(v), lost);
             }
         }
     }

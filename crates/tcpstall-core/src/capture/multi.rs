@@ -242,8 +242,19 @@ impl MergedCaptures {
     /// Calls `on_packet` for every packet of every file in time order (ties: the file
     /// named first), numbered from 1 across all of them; returns what became of each file.
     pub fn for_each_packet(
-        mut self,
+        self,
         mut on_packet: impl FnMut(&Packet<'_>),
+    ) -> Result<MergedNotes, FileError> {
+        self.for_each_file_packet(|_, _, packet| on_packet(packet))
+    }
+
+    /// As [`for_each_packet`](Self::for_each_packet), each packet with the index of
+    /// the file it came from (in the order the paths were given), and whether that file
+    /// was the only one open: then no other file has a packet at its time (the files of
+    /// a ring are read so, one after the other).
+    pub fn for_each_file_packet(
+        mut self,
+        mut on_packet: impl FnMut(usize, bool, &Packet<'_>),
     ) -> Result<MergedNotes, FileError> {
         let mut open_files: Vec<Open> = Vec::new();
         // Packets numbered so far (as each file counts them), and the time of the last
@@ -300,10 +311,11 @@ impl MergedCaptures {
                 .unwrap_or(Nanos::MAX);
             // The file numbers its packets on from those of the files read before; the
             // packets go straight to `on_packet`, with nothing between them.
+            let alone = open_files.len() == 1;
             let reader = &mut open_files[current].reader;
             let before = reader.notes().packets;
             reader.number_next_as(handed + 1);
-            let step = reader.read_until(until, &mut on_packet);
+            let step = reader.read_until(until, &mut |packet| on_packet(index, alone, packet));
             if reader.notes().packets > before {
                 handed += reader.notes().packets - before;
                 latest = latest.max(reader.last_time());

@@ -52,6 +52,12 @@ pub struct JsonInput {
     pub duration: f64,
     pub skipped: BTreeMap<String, u64>,
     pub warnings: Vec<String>,
+    /// Packets one file held that another held too (same time, same bytes): left out.
+    pub file_duplicates: u64,
+    /// The capture points, when several files saw the same traffic at different points
+    /// and each was analysed on its own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capture_points: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -93,6 +99,9 @@ pub struct JsonSummary {
 pub struct JsonConnection {
     pub client: String,
     pub server: String,
+    /// The capture point it was seen at, when the files held several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_point: Option<String>,
     /// False when the handshake was not captured and the roles are a guess.
     pub handshake_seen: bool,
     pub start: f64,
@@ -305,6 +314,8 @@ pub fn build(analysis: &Analysis) -> JsonReport {
                 .map(|(r, n)| (r.key(), *n))
                 .collect(),
             warnings: analysis.input.warnings.clone(),
+            file_duplicates: analysis.input.file_duplicates,
+            capture_points: analysis.input.capture_points.clone(),
         },
         settings: JsonSettings {
             min_gap: secs(analysis.min_gap),
@@ -326,6 +337,7 @@ fn connection(c: &ConnectionDiagnosis, origin: Nanos) -> JsonConnection {
     JsonConnection {
         client: c.client.to_string(),
         server: c.server.to_string(),
+        capture_point: c.capture_point.as_deref().map(str::to_string),
         handshake_seen: c.handshake_seen,
         start: secs(c.first_time - origin),
         duration: secs(duration),

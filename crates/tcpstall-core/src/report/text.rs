@@ -67,8 +67,21 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
             input.duplicates
         );
     }
-    for warning in &input.warnings {
-        let _ = writeln!(out, "warning: {warning}");
+    // The warnings go to standard error (the command prints them), and into the JSON.
+    if input.file_duplicates > 0 {
+        let _ = writeln!(
+            out,
+            "left out {} packets another file holds too (same time, same bytes)",
+            input.file_duplicates
+        );
+    }
+    if input.capture_points.len() > 1 {
+        let _ = writeln!(
+            out,
+            "the files saw the same connections at {} capture points, each analysed on its own: {}; a connection seen at several is listed once for each",
+            input.capture_points.len(),
+            input.capture_points.join(", ")
+        );
     }
 
     if input.late_segments > 0 {
@@ -106,6 +119,10 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
         plural(stalls),
         secs(lost)
     );
+    // Many connections stalling the same way: that is the finding, before any one of them.
+    if let Some(group) = super::groups::largest(analysis) {
+        let _ = writeln!(out, "\n{}", group.describe(lost));
+    }
 
     let mut quiet = 0;
     let mut beyond_top = 0;
@@ -175,6 +192,9 @@ fn render_connection(
         " (no handshake captured: roles guessed)"
     };
     let _ = writeln!(out, "{} -> {}{guess}", c.client, c.server);
+    if let Some(point) = &c.capture_point {
+        let _ = writeln!(out, "  seen at:    {point}");
+    }
     let _ = writeln!(out, "  verdict:    {}", c.verdict.describe());
     let duration = c.duration();
     if c.stall_count > 0 {

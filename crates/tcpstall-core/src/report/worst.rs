@@ -26,8 +26,13 @@ pub fn render(out: &mut String, shown: &[&ConnectionDiagnosis]) {
             } else {
                 ("-".into(), "-".into())
             };
+            let at = c
+                .capture_point
+                .as_deref()
+                .map(|point| format!(" at {point}"))
+                .unwrap_or_default();
             [
-                format!("{} -> {}", c.client, c.server),
+                format!("{} -> {}{at}", c.client, c.server),
                 c.stall_count.to_string(),
                 lost,
                 share,
