@@ -10,9 +10,8 @@ use std::net::SocketAddr;
 use rustc_hash::FxHashMap;
 
 use crate::acks::{AckHistory, PureAck, SAME_FLIGHT};
-use crate::basis::Link;
-use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap};
-use crate::evidence::{SenderClock, sender_clock};
+use crate::detect::{DetectConfig, GapContext, PeerSegment, StallEvent, classify_gap, window};
+use crate::detect::{SenderClock, sender_clock};
 use crate::path::PathSide;
 use crate::path::{CLOCK_SAMPLE_PACKETS, ClockStep, RoundTrips};
 use crate::segment::{Nanos, Segment};
@@ -1041,44 +1040,20 @@ impl Connection {
         sender_clock(&mut intervals, &mut reactions)
     }
 
-    /// A window still closed when the connection ends: the sender it holds never got to
-    /// send again, so no data ends that gap; it is reported from the zero window to the
-    /// sender's last segment (its window probes).
+    /// A window still closed when the connection ends
+    /// ([`crate::detect::window::still_closed_at_end`]).
     fn window_closed_at_end(&mut self, config: &DetectConfig) {
         for holder in [0, 1] {
             let receiver = 1 - holder;
             if !self.dirs[receiver].window_closed {
                 continue;
             }
-            let (since, packet) = self.dirs[receiver].zero_window_since;
+            let closed = self.dirs[receiver].zero_window_since;
             let Some(last) = self.dirs[holder].last_segment() else {
                 continue;
             };
-            if last.time - since < config.min_gap {
+            let Some(event) = window::still_closed_at_end(holder, closed, &last, config) else {
                 continue;
-            }
-            let event = StallEvent {
-                class: crate::detect::StallClass::ReceiverWindow,
-                start: since,
-                end: last.time,
-                sender: holder as u8,
-                holder: Some(holder as u8),
-                delayer: Some(receiver as u8),
-                held_bytes: 0,
-                ack_time: Some(since),
-                ack_delay: None,
-                idle: None,
-                pattern: None,
-                evidence: crate::detect::Evidence {
-                    data_before_packet: packet,
-                    ack_packet: Some(packet),
-                    data_after_packet: last.packet,
-                    released_last_packet: last.packet,
-                    window_before: Some(0),
-                    window_after: Some(0),
-                    basis: crate::basis::Basis::of(&[Link::ZeroWindow, Link::StillClosedAtEnd]),
-                    ..Default::default()
-                },
             };
             let class = event.class;
             if self.listed[class.index()] < class.listing_limit() {

@@ -9,13 +9,13 @@
 
 pub mod acks;
 pub mod analyze;
-pub mod basis;
 pub mod capture;
 pub mod detect;
 pub mod diagnosis;
-pub mod evidence;
 pub mod flow;
 pub mod path;
 pub mod report;
 pub mod segment;
 pub mod sender;
+
+pub use detect::basis;
