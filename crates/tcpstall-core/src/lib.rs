@@ -7,7 +7,6 @@
 //! and hands each gap to [`detect`], which holds it to the chain in [`evidence`]; [`diagnosis`]
 //! concludes per connection, [`analyze`] wires the pipeline, and [`report`] renders.
 
-pub mod acks;
 pub mod analyze;
 pub mod capture;
 pub mod detect;
@@ -16,6 +15,6 @@ pub mod flow;
 pub mod path;
 pub mod report;
 pub mod segment;
-pub mod sender;
 
 pub use detect::basis;
+pub use flow::{acks, sender};
