@@ -2,10 +2,12 @@
 //! diagnosis, and the renderers over a diagnosis.
 //!
 //! Data flows in that order: [`capture`] turns packets into [`segment::Segment`]s,
-//! [`flow`] tracks connections (with [`sender`], what each side's own segments prove, and
-//! [`acks`], what its ACKs show)
-//! and hands each gap to [`detect`], which holds it to the chain in [`evidence`]; [`diagnosis`]
-//! concludes per connection, [`analyze`] wires the pipeline, and [`report`] renders.
+//! [`flow`] tracks connections (with [`flow::sender`], what each side's own segments
+//! prove, and [`flow::acks`], what its ACKs show) and hands each gap to [`detect`], which
+//! holds it to the chain of evidence, one link a file; [`diagnosis`] concludes per
+//! connection, [`analyze`] wires the pipeline, and [`report`] renders.
+//! docs/architecture.md draws the flow and says where a new decoder, rule, stall class
+//! or output goes.
 
 pub mod analyze;
 pub mod capture;
@@ -16,5 +18,6 @@ pub mod path;
 pub mod report;
 pub mod segment;
 
+/// The names of the chain's links, and what a flow's sides show, by their shorter paths.
 pub use detect::basis;
 pub use flow::{acks, sender};
