@@ -1035,7 +1035,7 @@ fn syn_with_payload() {
     assert_eq!(connection["retransmitted_segments"].as_u64(), Some(0));
 }
 
-/// Open bug (flow.rs): a SYN's payload is placed at the SYN's own sequence number
+/// Open bug (flow/connection.rs): a SYN's payload is placed at the SYN's own sequence number
 /// instead of one after it, so one byte is not counted and the SYN-ACK's ACK of the
 /// data is ignored as beyond anything sent.
 #[test]

@@ -666,9 +666,9 @@ fn most_common_pattern(events: &[&StallEvent]) -> Option<Pattern> {
     counts.into_iter().max_by_key(|(_, n)| *n).map(|(p, _)| p)
 }
 
-/// The fixes, best first, as DESIGN.md ranks them: change how the application writes,
-/// then keep more than one request in flight, then TCP_NODELAY on the sender, then
-/// immediate ACKs on the receiver.
+/// The fixes, best first, as docs/architecture.md ("The fixes, ranked") ranks them:
+/// change how the application writes, then keep more than one request in flight, then
+/// TCP_NODELAY on the sender, then immediate ACKs on the receiver.
 fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     let mut fixes = Vec::new();
     let holder_fix = |kind: FixKind, action: &'static str, note: &'static str| {

@@ -2,20 +2,22 @@
 //! diagnosis, and the renderers over a diagnosis.
 //!
 //! Data flows in that order: [`capture`] turns packets into [`segment::Segment`]s,
-//! [`flow`] tracks connections (with [`sender`], what each side's own segments prove, and
-//! [`acks`], what its ACKs show)
-//! and hands each gap to [`detect`], which holds it to the chain in [`evidence`]; [`diagnosis`]
-//! concludes per connection, [`analyze`] wires the pipeline, and [`report`] renders.
+//! [`flow`] tracks connections (with [`flow::sender`], what each side's own segments
+//! prove, and [`flow::acks`], what its ACKs show) and hands each gap to [`detect`], which
+//! holds it to the chain of evidence, one link a file; [`diagnosis`] concludes per
+//! connection, [`analyze`] wires the pipeline, and [`report`] renders.
+//! docs/architecture.md draws the flow and says where a new decoder, rule, stall class
+//! or output goes.
 
-pub mod acks;
 pub mod analyze;
-pub mod basis;
 pub mod capture;
 pub mod detect;
 pub mod diagnosis;
-pub mod evidence;
 pub mod flow;
 pub mod path;
 pub mod report;
 pub mod segment;
-pub mod sender;
+
+/// The names of the chain's links, and what a flow's sides show, by their shorter paths.
+pub use detect::basis;
+pub use flow::{acks, sender};

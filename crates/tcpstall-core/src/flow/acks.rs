@@ -4,7 +4,7 @@
 //! ACK against these. Updated on every ACK, so kept in 80 bytes.
 
 use crate::detect::PeerSegment;
-use crate::evidence::SHORTEST_TIMER;
+use crate::detect::ack_timer::SHORTEST_TIMER;
 use crate::path::HOST_TURNAROUND;
 use crate::segment::Nanos;
 

@@ -1,0 +1,130 @@
+//! Link 3: a delayed-ACK timer held the ACK that released the data. It covers less than
+//! two full segments, and came later than the path's own delay allows.
+
+use std::ops::ControlFlow::{self, Break, Continue};
+
+use super::basis::Link;
+use super::event::{StallEvent, Verdict};
+use super::gap::{DetectConfig, GapContext, PeerSegment};
+use crate::segment::{NANOS_PER_MILLI, Nanos};
+
+/// The shortest per-connection delayed-ACK timer of the known stacks (Linux's
+/// TCP_DELACK_MIN, 40 ms), less a 4 ms jiffy of measurement slack.
+pub const SHORTEST_TIMER: Nanos = 36 * NANOS_PER_MILLI;
+
+/// The longest default delayed-ACK timer of the known stacks (Windows and AIX, 200 ms),
+/// with a jiffy of slack.
+const LONGEST_DEFAULT_TIMER: Nanos = 210 * NANOS_PER_MILLI;
+
+/// Whether an ACK this late (beyond the round trip) may have been held by a known
+/// stack's delayed-ACK timer: from the shortest per-connection timer to the longest
+/// default. Sooner is prompt; later is the path (a queue, a slow link), not a timer.
+pub fn may_be_timer(delay: Nanos) -> bool {
+    (SHORTEST_TIMER..=LONGEST_DEFAULT_TIMER).contains(&delay)
+}
+
+/// RFC 1122 4.2.3.2: an ACK must not be delayed by 0.5 s or more.
+const MAX_DELAYED_ACK: Nanos = 500 * NANOS_PER_MILLI;
+
+/// What the ACK's timing says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckTiming {
+    /// Held by a timer this long beyond the path's own delay.
+    Held { delay: Nanos },
+    /// Sent at once, and why that is known.
+    Prompt(&'static str),
+    /// Later than any delayed-ACK timer may hold an ACK: something else held it.
+    BeyondTimers { delay: Nanos },
+    /// The data it acknowledges was not captured: its delay is unknown.
+    Unknown,
+}
+
+/// Link 3: a delayed-ACK timer held the ACK. An ACK for two or more full-sized segments
+/// is sent at once (RFC 1122 4.2.3.2, RFC 5681 4.2); the rest must come later than the
+/// path itself takes: its minimum round trip, or the round trips of prompt ACKs for the
+/// same flight, which include the queue it met.
+pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) -> AckTiming {
+    // A delay is measurable only when every byte the ACK newly covers was captured.
+    let Some(data_seen) = ack.acked_data_time.filter(|_| !ack.acked_uncaptured) else {
+        return AckTiming::Unknown;
+    };
+    if ctx.peer_acks_every_segment {
+        return AckTiming::Prompt("peer-acks-every-segment");
+    }
+    if ctx.peer_paced_by_delivery {
+        return AckTiming::Prompt("ack-paced-by-delivery");
+    }
+    let peer = 1 - ctx.sender;
+    let sample = ack.time - data_seen;
+    let path = ctx.path[peer].least;
+    // A large segment's round trip is judged against the least one seen for large data,
+    // where that is no timer's (a narrow link serializes it).
+    let large = ctx
+        .peer_large_data_rtt
+        .filter(|large| ack.acked_data_len >= 1024 && large - path < SHORTEST_TIMER)
+        .unwrap_or(path);
+    let reference = ctx
+        .prompt_round_trip
+        .map_or(path, |r| r.max(path))
+        .max(large);
+    // The peer's previous segment did not acknowledge this data, so the data reached the
+    // peer after that segment left: the peer held it no longer than the time between.
+    let since_previous = ack.previous_time.map_or(Nanos::MAX, |p| ack.time - p);
+    let delay = (sample - reference).min(since_previous);
+    // RFC 1122 4.2.3.2 asks for an ACK at least every second full segment, but it is a
+    // SHOULD: Linux holds one while the window it would advertise is smaller than the
+    // last (__tcp_ack_snd_check), macOS sends stretch ACKs on its timer. Such an ACK was
+    // held only when it came as late as a per-connection timer fires.
+    let covers_two_full_segments = ack.newly_acked * 2 > u64::from(ctx.sender_full_size) * 3;
+    if covers_two_full_segments && delay < SHORTEST_TIMER {
+        return AckTiming::Prompt("ack-covers-two-full-segments");
+    }
+    // The path's own variation is no timer: the delay must stand out from it.
+    if delay < config.min_gap {
+        return if since_previous < sample - reference {
+            AckTiming::Prompt("ack-soon-after-previous-ack")
+        } else if reference > path {
+            AckTiming::Prompt("ack-within-queueing-delay")
+        } else {
+            AckTiming::Prompt("ack-within-round-trip")
+        };
+    }
+    if delay >= MAX_DELAYED_ACK {
+        return AckTiming::BeyondTimers { delay };
+    }
+    AckTiming::Held { delay }
+}
+
+/// Link 3 as a step of the chain: a timer held `ack`, this long beyond the path's delay.
+pub fn held_by_timer(
+    ctx: &GapContext,
+    ack: &PeerSegment,
+    config: &DetectConfig,
+    event: &mut StallEvent,
+) -> ControlFlow<Verdict, Nanos> {
+    let basis = &mut event.evidence.basis;
+    if !ack.ack_advanced {
+        // The sender left right after a segment that acknowledged nothing new.
+        basis.push(Link::AckAcknowledgedNothingNew);
+        if ctx.gap_end - ctx.gap_start < config.min_gap + ctx.path[0].least + ctx.path[1].least {
+            return Break(Verdict::NoStall);
+        }
+        return Break(Verdict::Stall);
+    }
+    let delay = match ack_timing(ctx, ack, config) {
+        AckTiming::Held { delay } => delay,
+        AckTiming::Prompt(_) => return Break(Verdict::NoStall),
+        AckTiming::BeyondTimers { delay } => {
+            basis.push(Link::AckLaterThanAnyTimer);
+            event.ack_delay = Some(delay);
+            return Break(Verdict::Stall);
+        }
+        AckTiming::Unknown => {
+            basis.push(Link::AckedDataNotCaptured);
+            return Break(Verdict::Stall);
+        }
+    };
+    basis.push(Link::AckHeldByTimer);
+    event.ack_delay = Some(delay);
+    Continue(delay)
+}

@@ -1,0 +1,94 @@
+//! Link 4: Nagle could hold the data: a sub-MSS segment, from a sender seen applying
+//! Nagle, released by an ACK that cleared what Nagle waits for; and the application
+//! behaviour such a stall points to.
+
+use super::ack_timer::SHORTEST_TIMER;
+use super::basis::Link;
+use super::event::{Confidence, Pattern, StallClass, StallEvent, Verdict};
+use super::gap::{GapContext, PeerSegment};
+use super::release::Release;
+use crate::segment::Nanos;
+
+/// Link 4: Nagle (RFC 896, RFC 1122 4.2.3.4) could have held this data behind the
+/// unacknowledged data that `ack` cleared. Nagle holds only a sub-MSS segment, and only
+/// while data is unacknowledged (classic) or a sub-MSS segment is (Minshall's variant).
+pub fn nagle_could_hold(ctx: &GapContext, ack: &PeerSegment) -> Result<(), Link> {
+    if ctx.segment_bytes >= ctx.sender_full_size {
+        return Err(Link::FullSizedSegment);
+    }
+    if u64::from(ctx.segment_bytes) + ctx.burst_bytes >= u64::from(ctx.sender_full_size) {
+        return Err(Link::ReleasedAFullSegment);
+    }
+    if ctx.sender_nagle_off {
+        return Err(Link::SenderNotUsingNagle);
+    }
+    let acked_everything = ack.newly_acked >= ack.outstanding_before;
+    if !acked_everything && ack.small_outstanding_after {
+        return Err(Link::SmallSegmentStillUnacknowledged);
+    }
+    Ok(())
+}
+
+pub fn nagle_pattern(ctx: &GapContext, ack: &PeerSegment) -> Pattern {
+    if ack.acked_data_small && ack.acked_data_began_message {
+        Pattern::WriteWriteRead
+    } else if !ack.acked_data_small && ctx.block_full_segments % 2 == 1 {
+        Pattern::BulkOddTail {
+            full_segments: ctx.block_full_segments,
+        }
+    } else {
+        Pattern::SmallWriteBehindUnacked
+    }
+}
+
+/// Link 4 as the last step of the chain: what held the data once a timer held the ACK
+/// (`delay` beyond the path's): Nagle (`nagle-delayed-ack`), or the sender waiting for
+/// ACKs (`delayed-ack`).
+pub fn held_by_nagle(
+    ctx: &GapContext,
+    ack: &PeerSegment,
+    release: Release,
+    delay: Nanos,
+    event: &mut StallEvent,
+) -> Verdict {
+    event.holder = Some(ctx.sender as u8);
+    event.delayer = Some((1 - ctx.sender) as u8);
+    event.evidence.confidence = match release {
+        Release::Proven { .. } => Confidence::High,
+        Release::OnTime { .. } => Confidence::Medium,
+        Release::NotReleased(_) => Confidence::None,
+    };
+    let basis = &mut event.evidence.basis;
+    match nagle_could_hold(ctx, ack) {
+        Ok(()) => {
+            basis.push(Link::NagleCouldHold);
+            event.class = StallClass::NagleDelayedAck;
+            event.pattern = Some(nagle_pattern(ctx, ack));
+        }
+        Err(Link::SenderNotUsingNagle) => {
+            // A sub-MSS segment from a sender that does not wait for ACKs: it had
+            // nothing to send, whatever the ACK did.
+            basis.push(Link::SenderNotUsingNagle);
+            event.holder = None;
+            event.delayer = None;
+            event.ack_delay = None;
+            event.evidence.confidence = Confidence::None;
+            return Verdict::AppThinkTime;
+        }
+        Err(why) if delay < SHORTEST_TIMER => {
+            // Not Nagle, and an ACK later by less than any per-connection timer: a
+            // tick-driven stack's delayed ACK, or a queue on the path; the capture cannot
+            // tell which.
+            basis.push(why);
+            basis.push(Link::AckDelayShorterThanTimers);
+            event.holder = None;
+            event.delayer = None;
+            event.evidence.confidence = Confidence::None;
+        }
+        Err(why) => {
+            basis.push(why);
+            event.class = StallClass::DelayedAck;
+        }
+    }
+    Verdict::Stall
+}

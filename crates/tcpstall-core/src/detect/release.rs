@@ -1,0 +1,196 @@
+//! Link 1: what released the data that ended the gap. A retransmission released itself;
+//! otherwise the data must have left one capture-point-to-sender round trip after the
+//! peer's ACK, within the spread the connection's own round trips show, and its TSecr
+//! must not predate the ACK's TSval where the sender's TS.Recent rule lets TSecr speak.
+
+use std::ops::ControlFlow::{self, Break, Continue};
+
+use super::basis::Link;
+use super::event::{StallClass, StallEvent, Verdict};
+use super::gap::{GapContext, PeerSegment};
+use crate::path::HOST_TURNAROUND;
+use crate::segment::Nanos;
+
+/// How the data that ended a gap relates to the peer's last segment before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// TSecr echoes the ACK's TSval and it left within the round trip: proven.
+    /// `unmeasured`: later than the round trips the connection showed, inside only the
+    /// variation TCP assumes before it has measured one (RFC 6298 2.2).
+    Proven { unmeasured: bool },
+    /// It left within the round trip after the ACK: timing alone.
+    OnTime { unmeasured: bool },
+    /// It did not wait for this ACK, and why.
+    NotReleased(Link),
+}
+
+/// What the released segment's TSecr says about the ACK (RFC 7323: TSecr echoes the
+/// newest TSval its sender had received).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Echo {
+    /// It echoes the ACK's own TSval, which no earlier peer segment carried.
+    EchoesAck,
+    /// It echoes an older TSval: the sender had not received the ACK.
+    PredatesAck,
+    /// No timestamps, or nothing to conclude.
+    Unknown,
+}
+
+pub fn echo(ctx: &GapContext, ack: &PeerSegment) -> Echo {
+    match (ctx.segment_tsecr, ack.tsval) {
+        (Some(ecr), Some(val)) if ecr == val && ack.tsval_is_new => Echo::EchoesAck,
+        (Some(ecr), Some(val)) if (val.wrapping_sub(ecr) as i32) > 0 => Echo::PredatesAck,
+        _ => Echo::Unknown,
+    }
+}
+
+/// Whether an older TSecr on the released segment shows it was sent before `ack`
+/// arrived. TSecr echoes TS.Recent, and stacks update it under different rules: RFC 1323
+/// 3.4 only from a segment with `SEG.SEQ <= Last.ACK.sent < SEG.SEQ + SEG.LEN`, so never
+/// from a pure ACK (4.4BSD-Lite2 `tcp_input`); RFC 7323 4.3 and Linux
+/// (`tcp_replace_ts_recent`, `!after(seq, tp->rcv_wup)`, v6.6) only while the sender
+/// owes no ACK for its peer's data. So only a sender seen echoing a TSval that a pure ACK
+/// alone carried, and that owed no ACK when `ack` came, would have echoed it.
+fn tsecr_speaks(ctx: &GapContext, ack: &PeerSegment) -> bool {
+    ctx.sender_echoes_pure_acks && !ack.sender_owed_ack
+}
+
+/// Link 1: the data left as soon as `ack` could have reached its sender. Data seen
+/// sooner than one round trip (capture point to sender and back, its measured minimum)
+/// after the ACK was already on its way; later than the round trips the connection
+/// showed to that sender, it was not waiting for it.
+pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
+    let reaction = ctx.gap_end - ack.time;
+    if reaction < 0 {
+        return Release::NotReleased(Link::AckAfterData);
+    }
+    let echo = echo(ctx, ack);
+    if echo == Echo::PredatesAck && tsecr_speaks(ctx, ack) {
+        return Release::NotReleased(Link::TsecrPredatesAck);
+    }
+    let path = &ctx.path[ctx.sender];
+    // Both times are stamped by the capture's clock; a reaction under the least round
+    // trip by its measured spread, or by what a host's answer to an ACK and to data may
+    // differ, is that, not a release before the ACK. (TSecr echoing the ACK proves the
+    // order outright.)
+    let timing = 2 * ctx.clock_step;
+    if let Some(floor) = path.floor
+        && echo != Echo::EchoesAck
+        && reaction + timing.max(path.measured_spread) + HOST_TURNAROUND < floor
+    {
+        return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
+    }
+    let reaction = reaction - path_delay_of_data(ctx);
+    if reaction <= on_time_limit(ctx, path.spread) {
+        let unmeasured = reaction > on_time_limit(ctx, path.measured_spread);
+        if echo == Echo::EchoesAck {
+            Release::Proven { unmeasured }
+        } else {
+            Release::OnTime { unmeasured }
+        }
+    } else {
+        // TSecr would prove the order, not the cause: a release driven by the ACK leaves
+        // while the ACK is processed (Linux tcp_rcv_established -> tcp_ack ->
+        // tcp_data_snd_check; BSD tcp_input -> tcp_output).
+        Release::NotReleased(Link::LeftLongAfterAck)
+    }
+}
+
+/// The latest a reaction counts as on time: the least round trip from the capture point
+/// to the sender, the spread allowed to its round trips, the host's turnaround, and the
+/// capture clock's step.
+fn on_time_limit(ctx: &GapContext, spread: Nanos) -> Nanos {
+    ctx.path[ctx.sender].least + spread + HOST_TURNAROUND + 2 * ctx.clock_step
+}
+
+/// How much longer the data took from its sender to the capture point than its previous
+/// data segment did, by the sender's own timestamp clock: its TSval says when it left,
+/// the capture when it arrived. A segment queued behind others, or slowed by a narrow
+/// link, arrives late although it left on time. The clock's rate is the one fitted over
+/// the connection (RFC 7323 5.4 allows 1 ms to 1 s a tick), and a tick's worth is given
+/// to the send time, since a TSval tells it only to the tick.
+fn path_delay_of_data(ctx: &GapContext) -> Nanos {
+    let (Some(hz), Some(now)) = (ctx.sender_tsval_hz, ctx.segment_tsval) else {
+        return 0;
+    };
+    // Later than the sender's previous data segment (a queue it met), or than its last
+    // pure ACK (the data's own serialization on a narrow link, which a bare segment has
+    // not).
+    let previous_data = ctx.sender_previous_tsval.zip(ctx.sender_previous_data);
+    [previous_data, ctx.sender_previous_bare]
+        .into_iter()
+        .flatten()
+        .map(|(before, before_time)| {
+            let ticks = now.wrapping_sub(before);
+            if ticks >= 1 << 31 {
+                return 0;
+            }
+            let sent_apart_at_most = ((f64::from(ticks) + 1.0) * 1e9 / hz) as Nanos;
+            let arrived_apart = ctx.gap_end - before_time;
+            (arrived_apart - sent_apart_at_most).max(0)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The gap ended with a retransmission: the sender's own timer released the data.
+pub fn retransmitted(ctx: &GapContext, event: &mut StallEvent) -> ControlFlow<Verdict> {
+    if ctx.segment_is_retransmission {
+        event.class = StallClass::RetransmissionTimeout;
+        event.holder = Some(ctx.sender as u8);
+        event.evidence.basis.push(Link::Retransmission);
+        return Break(Verdict::Stall);
+    }
+    Continue(())
+}
+
+/// Copies what the releasing candidate shows into the event.
+pub fn record_ack(ctx: &GapContext, ack: &PeerSegment, event: &mut StallEvent) {
+    event.ack_time = Some(ack.time);
+    let e = &mut event.evidence;
+    e.ack_packet = Some(ack.packet);
+    e.reaction = Some(ctx.gap_end - ack.time);
+    e.sender_round_trip = Some(ctx.path[ctx.sender].least);
+    e.outstanding_bytes = ack.outstanding_before;
+    e.outstanding_small_segment = ack.outstanding_small_segment;
+    e.acked_bytes = ack.newly_acked;
+    e.window_before = ack.window_before;
+    e.window_after = ack.window_after;
+    e.tsecr_echoes_ack = match echo(ctx, ack) {
+        Echo::EchoesAck => Some(true),
+        Echo::PredatesAck => Some(false),
+        Echo::Unknown => ctx.segment_tsecr.zip(ack.tsval).map(|_| false),
+    };
+}
+
+/// Link 1 as a step of the chain: `ack` released the data, and it was data.
+pub fn released_by_ack(
+    ctx: &GapContext,
+    ack: &PeerSegment,
+    event: &mut StallEvent,
+) -> ControlFlow<Verdict, Release> {
+    let basis = &mut event.evidence.basis;
+    if ctx.release_after_hole {
+        // Sequence space before it was never captured: the release may have begun earlier.
+        basis.push(Link::ReleaseAfterUncapturedData);
+        return Break(Verdict::Stall);
+    }
+    let release = release_by(ctx, ack);
+    match release {
+        Release::NotReleased(why) => {
+            basis.push(why);
+            return Break(Verdict::Idle);
+        }
+        Release::Proven { .. } => {
+            basis.push(Link::TsecrEchoesAck);
+            basis.push(Link::LeftOnAckArrival);
+        }
+        Release::OnTime { .. } => basis.push(Link::LeftOnAckArrival),
+    }
+    if ctx.segment_bytes == 0 {
+        // A bare FIN: the application closed; no data waited.
+        basis.push(Link::BareFin);
+        return Break(Verdict::Idle);
+    }
+    Continue(release)
+}

@@ -1,0 +1,221 @@
+//! Gap assembly: a pause in a connection's data becomes a [`GapContext`] when the data
+//! that ends it arrives, gathers the burst released with it, and is classified by
+//! [`crate::detect`] with the connection's final round trips when the connection ends.
+
+use super::connection::Connection;
+use crate::detect::{
+    DetectConfig, GapContext, PeerSegment, SenderClock, classify_gap, sender_clock, window,
+};
+use crate::path::PathSide;
+use crate::segment::{Nanos, Segment};
+
+/// Gaps kept unclassified per connection, waiting for better round-trip estimates.
+pub(super) const MAX_PENDING_GAPS: usize = 32;
+
+#[derive(Clone, Debug)]
+pub(super) struct PendingGap {
+    pub(super) context: GapContext,
+    /// Payload of the last segment of the burst that ended the gap.
+    pub(super) last_burst_segment: u32,
+}
+
+impl Connection {
+    /// Opens a gap when `segment`, data of side `x`, ends a pause in the connection's data,
+    /// or adds it to the burst the last gap released.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn assemble_gap(
+        &mut self,
+        segment: &Segment,
+        packet: u64,
+        x: usize,
+        (seq_start, seq_end): (u64, u64),
+        is_retransmission: bool,
+        previous_own_ack: Option<Nanos>,
+        config: &DetectConfig,
+    ) {
+        let y = 1 - x;
+        let t = segment.time;
+        let mss = self.segment_mss(x);
+
+        if let Some((gap_start, before_side, before_packet)) = self.last_data
+            && t - gap_start >= config.min_gap
+        {
+            let peer = &self.dirs[y];
+            let in_gap = |p: &PeerSegment| p.time > gap_start && p.time <= t;
+            let mut last_from_peer = peer.last_segment().filter(in_gap);
+            // The release's own ACK field says whether it was built before the peer's
+            // latest data reached its sender: if it does not cover that data, the data
+            // crossed it, and the pure ACK before that data is what it answered.
+            let crossed = segment.flags.ack()
+                && peer
+                    .last_segment()
+                    .is_some_and(|p| p.carries_data && p.time <= t)
+                && peer.position(segment.ack) < peer.snd_max;
+            if crossed {
+                // The crossing data may itself have opened the gap (both ends held data at
+                // once): the pure ACK before it may precede the gap, but not the sender's
+                // own last data, which it must have followed to release anything.
+                let since_own_data = self.dirs[x].sender.last_data_time().unwrap_or(gap_start);
+                last_from_peer = peer
+                    .last_pure_ack
+                    .get(peer.window)
+                    .filter(|p| p.time > since_own_data.min(gap_start) && p.time <= t);
+            }
+            // The round trip of the peer's last prompt ACK, if it covered the same
+            // flight of data as the candidate release.
+            let prompt_round_trip = last_from_peer
+                .as_ref()
+                .and_then(|ack| self.dirs[y].acks.path_reference_for(ack));
+            let peer_acks_every_segment = last_from_peer
+                .as_ref()
+                .is_some_and(|ack| self.dirs[y].acks.acks_every_segment(ack));
+            let peer_paced_by_delivery = last_from_peer
+                .as_ref()
+                .is_some_and(|ack| self.dirs[y].acks.paced_by_delivery(ack));
+            let sender_acked_peer_at = previous_own_ack.filter(|&time| time > gap_start);
+            let ctx = GapContext {
+                gap_start,
+                gap_end: t,
+                data_before_packet: before_packet,
+                data_after_packet: packet,
+                burst_last_packet: packet,
+                sender: x,
+                sender_mss: mss,
+                sender_full_size: mss,
+                segment_bytes: segment.payload_len,
+                segment_is_retransmission: is_retransmission,
+                segment_tsecr: segment.options.timestamps.map(|(_, ecr)| ecr),
+                data_before_from_sender: before_side == x,
+                sender_previous_data: self.dirs[x].sender.last_data_time(),
+                sender_previous_message: self.dirs[x].sender.last_message_end(mss),
+                segment_tsval: segment.options.timestamps.map(|(val, _)| val),
+                sender_previous_tsval: self.dirs[x].last_data_tsval,
+                sender_previous_bare: self.dirs[x].last_bare_tsval,
+                sender_tsval_hz: None,
+                sender_echoes_pure_acks: false,
+                release_after_hole: !is_retransmission && seq_start > self.dirs[x].snd_max,
+                sender_acked_peer_at,
+                path: [PathSide::default(); 2],
+                clock_step: 0,
+                prompt_round_trip,
+                peer_acks_every_segment,
+                peer_paced_by_delivery,
+                peer_large_data_rtt: self.dirs[y].acks.large_round_trip(),
+                last_from_peer,
+                peer_zero_window: self.dirs[y].zero_window_in_gap,
+                block_full_segments: self.dirs[x].message_full_segments,
+                burst_bytes: 0,
+                burst_end: seq_end,
+                burst_ends_with_small: false,
+                sender_nagle_off: false,
+                sender_clock: SenderClock::Unknown,
+            };
+            if let Some(acked) = ctx.last_from_peer.as_ref().and_then(|a| a.acked_data_time) {
+                let newest = &mut self.pending_acked_data_time[x];
+                *newest = (*newest).max(acked);
+            }
+            // Classified when the connection ends, with the round-trip estimates of the
+            // whole connection: an early estimate may still include a delayed ACK.
+            self.gaps.push(PendingGap {
+                context: ctx,
+                last_burst_segment: segment.payload_len,
+            });
+            self.open_release = Some((self.gaps.len() - 1, x, t, segment.ack));
+            if self.gaps.len() >= MAX_PENDING_GAPS {
+                // A long connection's round trips are settled by now.
+                self.classify_gaps(config);
+            }
+        } else if let Some((index, sender, released_at, release_ack)) = self.open_release
+            && sender == x
+            // The same ACK field: the sender received nothing from its peer in between
+            // (even what the capture may have missed).
+            && segment.ack == release_ack
+            && !is_retransmission
+            && t - released_at <= config.burst_slack
+        {
+            // Data that left in the same burst as the released segment was held too.
+            let gap = &mut self.gaps[index];
+            gap.context.burst_bytes += u64::from(segment.payload_len);
+            gap.context.burst_end = gap.context.burst_end.max(seq_end);
+            gap.context.burst_last_packet = packet;
+            gap.last_burst_segment = segment.payload_len;
+        }
+        self.last_data = Some((t, x, packet));
+        self.dirs[y].zero_window_in_gap = false;
+        self.dirs[x].zero_window_in_gap = false;
+    }
+
+    /// Classifies the gaps with the connection's final round-trip estimates and what
+    /// each sender's own segments proved by then.
+    pub(super) fn classify_gaps(&mut self, config: &DetectConfig) {
+        let path = [0, 1].map(|side| self.dirs[side].round_trips.side());
+        let full_size = [0, 1].map(|side| self.full_size(side));
+        let clock = [0, 1].map(|side| self.sender_clock(side));
+        for gap in &mut self.gaps {
+            let context = &mut gap.context;
+            let sender = context.sender;
+            context.path = path;
+            context.clock_step = self.clock.step();
+            context.sender_full_size = full_size[sender];
+            context.burst_ends_with_small = gap.last_burst_segment < full_size[sender];
+            context.sender_nagle_off = self.dirs[sender].sender.nagle_off_by(context.gap_end);
+            context.sender_clock = clock[sender];
+            context.sender_tsval_hz = self.dirs[sender].timestamps.rate();
+            context.sender_echoes_pure_acks = self.dirs[sender].echoes_pure_acks;
+            if let Some(event) = classify_gap(context, config) {
+                let class = event.class;
+                if self.listed[class.index()] < class.listing_limit() {
+                    self.listed[class.index()] += 1;
+                    self.events.push(event);
+                } else {
+                    event.count_in(&mut self.unlisted);
+                }
+            }
+        }
+        self.gaps.clear();
+        self.pending_acked_data_time = [Nanos::MIN; 2];
+        self.open_release = None;
+    }
+
+    /// Whether `side`'s data, over its pending gaps that ended after an ACK of the other
+    /// side, follows its own clock rather than those ACKs.
+    pub(super) fn sender_clock(&self, side: usize) -> SenderClock {
+        let (mut intervals, mut reactions): (Vec<Nanos>, Vec<Nanos>) = self
+            .gaps
+            .iter()
+            .map(|gap| &gap.context)
+            .filter(|ctx| ctx.sender == side && !ctx.segment_is_retransmission)
+            .filter_map(|ctx| {
+                let previous = ctx.sender_previous_message?;
+                let ack = ctx.last_from_peer.as_ref().filter(|a| a.time > previous)?;
+                Some((ctx.gap_end - previous, ctx.gap_end - ack.time))
+            })
+            .unzip();
+        sender_clock(&mut intervals, &mut reactions)
+    }
+
+    /// A window still closed when the connection ends
+    /// ([`crate::detect::window::still_closed_at_end`]).
+    pub(super) fn window_closed_at_end(&mut self, config: &DetectConfig) {
+        for holder in [0, 1] {
+            let receiver = 1 - holder;
+            if !self.dirs[receiver].window_closed {
+                continue;
+            }
+            let closed = self.dirs[receiver].zero_window_since;
+            let Some(last) = self.dirs[holder].last_segment() else {
+                continue;
+            };
+            let Some(event) = window::still_closed_at_end(holder, closed, &last, config) else {
+                continue;
+            };
+            let class = event.class;
+            if self.listed[class.index()] < class.listing_limit() {
+                self.listed[class.index()] += 1;
+                self.events.push(event);
+            } else {
+                event.count_in(&mut self.unlisted);
+            }
+        }
+    }
+}
