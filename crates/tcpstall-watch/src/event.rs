@@ -94,20 +94,157 @@ pub enum DecodeError {
     Family(u16),
 }
 
+/// One field of `struct watch_event`: its C name, offset and size in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Field {
+    name: &'static str,
+    at: usize,
+    size: usize,
+}
+
+const KIND: Field = Field {
+    name: "kind",
+    at: 0,
+    size: 4,
+};
+const PID: Field = Field {
+    name: "pid",
+    at: 4,
+    size: 4,
+};
+const START_NS: Field = Field {
+    name: "start_ns",
+    at: 8,
+    size: 8,
+};
+const END_NS: Field = Field {
+    name: "end_ns",
+    at: 16,
+    size: 8,
+};
+const CGROUP: Field = Field {
+    name: "cgroup",
+    at: 24,
+    size: 8,
+};
+const HELD_BYTES: Field = Field {
+    name: "held_bytes",
+    at: 32,
+    size: 4,
+};
+const SRTT_US: Field = Field {
+    name: "srtt_us",
+    at: 36,
+    size: 4,
+};
+const MSS: Field = Field {
+    name: "mss",
+    at: 40,
+    size: 4,
+};
+const FAMILY: Field = Field {
+    name: "family",
+    at: 44,
+    size: 2,
+};
+const LOCAL_PORT: Field = Field {
+    name: "local_port",
+    at: 46,
+    size: 2,
+};
+const REMOTE_PORT: Field = Field {
+    name: "remote_port",
+    at: 48,
+    size: 2,
+};
+const PAD: Field = Field {
+    name: "pad",
+    at: 50,
+    size: 2,
+};
+const LOCAL_ADDR: Field = Field {
+    name: "local_addr",
+    at: 52,
+    size: 16,
+};
+const REMOTE_ADDR: Field = Field {
+    name: "remote_addr",
+    at: 68,
+    size: 16,
+};
+const COMM: Field = Field {
+    name: "comm",
+    at: 84,
+    size: 16,
+};
+const SOCKET_INODE: Field = Field {
+    name: "socket_inode",
+    at: 104,
+    size: 8,
+};
+const TIMER_NS: Field = Field {
+    name: "timer_ns",
+    at: 112,
+    size: 8,
+};
+const MIN_RTT_US: Field = Field {
+    name: "min_rtt_us",
+    at: 120,
+    size: 4,
+};
+const RTT_VAR_US: Field = Field {
+    name: "rtt_var_us",
+    at: 124,
+    size: 4,
+};
+
+/// Every field of `struct watch_event` in order, as the decoder reads it; a test checks
+/// it field by field against the C source.
+const LAYOUT: [Field; 19] = [
+    KIND,
+    PID,
+    START_NS,
+    END_NS,
+    CGROUP,
+    HELD_BYTES,
+    SRTT_US,
+    MSS,
+    FAMILY,
+    LOCAL_PORT,
+    REMOTE_PORT,
+    PAD,
+    LOCAL_ADDR,
+    REMOTE_ADDR,
+    COMM,
+    SOCKET_INODE,
+    TIMER_NS,
+    MIN_RTT_US,
+    RTT_VAR_US,
+];
+
+// The last field ends the record: the decoder reads every byte the program writes.
+const _: () = {
+    let last = LAYOUT[LAYOUT.len() - 1];
+    assert!(last.at + last.size == RAW_EVENT_SIZE);
+};
+
 struct Fields<'a>(&'a [u8]);
 
 impl Fields<'_> {
-    fn u16(&self, at: usize) -> u16 {
-        u16::from_ne_bytes([self.0[at], self.0[at + 1]])
+    fn bytes(&self, field: Field) -> &[u8] {
+        &self.0[field.at..field.at + field.size]
     }
-    fn u32(&self, at: usize) -> u32 {
-        u32::from_ne_bytes(self.0[at..at + 4].try_into().expect("4 bytes"))
+    fn u16(&self, field: Field) -> u16 {
+        u16::from_ne_bytes(self.bytes(field).try_into().expect("2 bytes"))
     }
-    fn u64(&self, at: usize) -> u64 {
-        u64::from_ne_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
+    fn u32(&self, field: Field) -> u32 {
+        u32::from_ne_bytes(self.bytes(field).try_into().expect("4 bytes"))
     }
-    fn bytes16(&self, at: usize) -> [u8; 16] {
-        self.0[at..at + 16].try_into().expect("16 bytes")
+    fn u64(&self, field: Field) -> u64 {
+        u64::from_ne_bytes(self.bytes(field).try_into().expect("8 bytes"))
+    }
+    fn bytes16(&self, field: Field) -> [u8; 16] {
+        self.bytes(field).try_into().expect("16 bytes")
     }
 }
 
@@ -117,24 +254,24 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
         return Err(DecodeError::Size(record.len()));
     }
     let f = Fields(record);
-    let kind = f.u32(0);
-    let pid = f.u32(4);
-    let start_ns = f.u64(8);
-    let end_ns = f.u64(16);
-    let cgroup = f.u64(24);
-    let held_bytes = f.u32(32);
-    let smoothed_rtt_us = f.u32(36);
-    let mss = f.u32(40);
-    let family = f.u16(44);
-    let local_port = f.u16(46);
-    let remote_port = f.u16(48);
-    let local = address(family, f.bytes16(52))?;
-    let remote = address(family, f.bytes16(68))?;
-    let comm = comm(&record[84..100]);
-    let socket_inode = f.u64(104);
-    let timer_ns = f.u64(112);
-    let min_rtt_us = f.u32(120);
-    let rtt_var_us = f.u32(124);
+    let kind = f.u32(KIND);
+    let pid = f.u32(PID);
+    let start_ns = f.u64(START_NS);
+    let end_ns = f.u64(END_NS);
+    let cgroup = f.u64(CGROUP);
+    let held_bytes = f.u32(HELD_BYTES);
+    let smoothed_rtt_us = f.u32(SRTT_US);
+    let mss = f.u32(MSS);
+    let family = f.u16(FAMILY);
+    let local_port = f.u16(LOCAL_PORT);
+    let remote_port = f.u16(REMOTE_PORT);
+    let local = address(family, f.bytes16(LOCAL_ADDR))?;
+    let remote = address(family, f.bytes16(REMOTE_ADDR))?;
+    let comm = comm(f.bytes(COMM));
+    let socket_inode = f.u64(SOCKET_INODE);
+    let timer_ns = f.u64(TIMER_NS);
+    let min_rtt_us = f.u32(MIN_RTT_US);
+    let rtt_var_us = f.u32(RTT_VAR_US);
     let socket = Endpoints {
         local: SocketAddr::new(local, local_port),
         remote: SocketAddr::new(remote, remote_port),
@@ -326,5 +463,56 @@ pub(crate) mod tests {
         r[0] = 1;
         r[44] = 99;
         assert_eq!(decode(&r), Err(DecodeError::Family(99)));
+    }
+
+    /// The C compiler's layout of `struct watch_event` as `bpf/watch.bpf.c` declares it:
+    /// each field at the next multiple of its type's alignment (the BPF target aligns
+    /// `__u64` to 8), the struct padded to its largest alignment.
+    fn c_layout(source: &str) -> (Vec<(String, usize, usize)>, usize) {
+        let start = source
+            .find("struct watch_event {")
+            .expect("struct watch_event in watch.bpf.c");
+        let body = &source[start..];
+        let body = &body[body.find('{').unwrap() + 1..body.find("};").unwrap()];
+        let mut fields = Vec::new();
+        let (mut at, mut largest) = (0usize, 1usize);
+        let mut comment = false;
+        for line in body.lines().map(str::trim) {
+            if comment || line.starts_with("/*") {
+                comment = !line.ends_with("*/");
+                continue;
+            }
+            let Some(declaration) = line.strip_suffix(';') else {
+                continue;
+            };
+            let (ty, name) = declaration.rsplit_once(' ').expect("TYPE NAME;");
+            let align = match ty {
+                "__u8" | "char" => 1,
+                "__u16" => 2,
+                "__u32" => 4,
+                "__u64" => 8,
+                other => panic!("type {other} in struct watch_event"),
+            };
+            let (name, count) = match name.split_once('[') {
+                Some((name, n)) => (name, n.trim_end_matches(']').parse::<usize>().unwrap()),
+                None => (name, 1),
+            };
+            at = at.next_multiple_of(align);
+            fields.push((name.to_string(), at, align * count));
+            at += align * count;
+            largest = largest.max(align);
+        }
+        (fields, at.next_multiple_of(largest))
+    }
+
+    #[test]
+    fn the_decoder_reads_struct_watch_event_as_the_c_source_lays_it_out() {
+        let (fields, size) = c_layout(include_str!("../bpf/watch.bpf.c"));
+        let rust: Vec<(String, usize, usize)> = LAYOUT
+            .iter()
+            .map(|f| (f.name.to_string(), f.at, f.size))
+            .collect();
+        assert_eq!(rust, fields, "the decoder's fields against the C struct's");
+        assert_eq!(size, RAW_EVENT_SIZE);
     }
 }
