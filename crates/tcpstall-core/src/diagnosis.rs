@@ -9,6 +9,7 @@ use std::net::{IpAddr, SocketAddr};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
+use crate::stacks;
 
 /// The two roles of a connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -129,14 +130,24 @@ pub fn infer_timer(delays: &[Nanos]) -> (Nanos, Nanos, Nanos, TimerGuess) {
     sorted.sort_unstable();
     let median = sorted[sorted.len() / 2];
     let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
-    let ms = |n: Nanos| n / NANOS_PER_MILLI;
-    let spread = ms(max - min);
-    let guess = match ms(median) {
-        30..=70 if spread <= 40 => TimerGuess::Linux40,
-        85..=125 if spread <= 40 => TimerGuess::FreeBsd100,
-        160..=240 if spread <= 60 => TimerGuess::Fixed200,
-        _ if sorted.len() >= 3 && ms(max) <= 240 && spread > 60 => TimerGuess::PhasedTick200,
-        _ => TimerGuess::Other,
+    const MS: Nanos = NANOS_PER_MILLI;
+    // Whole milliseconds of the median from `below` under a stack's timer to `above` over
+    // it (the timer wheel and the path add to a timer; a capture's clock may subtract).
+    let near = |timer: Nanos, below: Nanos, above: Nanos| {
+        (timer - below..timer + above + MS).contains(&(median - median % MS))
+    };
+    let spread = (max - min) / MS;
+    let guess = if near(stacks::LINUX_DELACK_MIN, 10 * MS, 30 * MS) && spread <= 40 {
+        TimerGuess::Linux40
+    } else if near(stacks::FREEBSD_DELACKTIME, 15 * MS, 25 * MS) && spread <= 40 {
+        TimerGuess::FreeBsd100
+    } else if near(stacks::WINDOWS_DELACK, 40 * MS, 40 * MS) && spread <= 60 {
+        TimerGuess::Fixed200
+    } else if sorted.len() >= 3 && max / MS <= (stacks::BSD_FAST_TICK + 40 * MS) / MS && spread > 60
+    {
+        TimerGuess::PhasedTick200
+    } else {
+        TimerGuess::Other
     };
     (median, min, max, guess)
 }

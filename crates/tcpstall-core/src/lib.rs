@@ -17,6 +17,7 @@ pub mod flow;
 pub mod path;
 pub mod report;
 pub mod segment;
+pub mod stacks;
 
 /// The names of the chain's links, and what a flow's sides show, by their shorter paths.
 pub use detect::basis;

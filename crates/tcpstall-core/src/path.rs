@@ -6,10 +6,8 @@
 use crate::segment::Nanos;
 
 /// Round trips more than this above the least one are no sample of the path's spread:
-/// the shortest per-connection delayed-ACK timer of the known stacks may have held them
-/// (Linux `TCP_DELACK_MIN`, 40 ms, `include/net/tcp.h` at v6.6, less a 4 ms jiffy at
-/// HZ 250).
-pub const SPREAD_CEILING: Nanos = 36_000_000;
+/// the shortest per-connection delayed-ACK timer of the known stacks may have held them.
+pub const SPREAD_CEILING: Nanos = crate::stacks::SHORTEST_TIMER;
 
 /// How much longer (or shorter) a host takes to send what an ACK released than to answer
 /// data with an ACK: measured in the lab (`tcpstall lab --pattern P -n 200 --capture`, patterns

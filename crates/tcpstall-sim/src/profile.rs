@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_core::stacks;
 
 use crate::window::WindowRules;
 
@@ -245,9 +246,9 @@ pub fn linux() -> StackProfile {
         ts_hz: 1000.0,
         initial_window: 10,
         delayed_ack: DelayedAckTimer::LinuxAto {
-            min: 40 * MS,
-            max: 200 * MS,
-            jiffy: 4 * MS,
+            min: stacks::LINUX_DELACK_MIN,
+            max: stacks::LINUX_DELACK_MAX,
+            jiffy: stacks::LINUX_JIFFY,
         },
         ack_every_segments: 2,
         quickack_segments: 16,
@@ -321,7 +322,9 @@ pub fn windows() -> StackProfile {
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
         initial_window: 10,
-        delayed_ack: DelayedAckTimer::PerConnection { delay: 200 * MS },
+        delayed_ack: DelayedAckTimer::PerConnection {
+            delay: stacks::WINDOWS_DELACK,
+        },
         ack_every_segments: 2,
         quickack_segments: 0,
         pingpong: false,
@@ -380,7 +383,7 @@ pub fn macos_legacy() -> StackProfile {
         ts_hz: 1000.0,
         initial_window: 4,
         delayed_ack: DelayedAckTimer::GlobalTick {
-            period: 200 * MS,
+            period: stacks::BSD_FAST_TICK,
             ticks: 1,
         },
         ack_every_segments: 2,
@@ -439,7 +442,9 @@ pub fn freebsd() -> StackProfile {
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
         initial_window: 10,
-        delayed_ack: DelayedAckTimer::PerConnection { delay: 100 * MS },
+        delayed_ack: DelayedAckTimer::PerConnection {
+            delay: stacks::FREEBSD_DELACKTIME,
+        },
         ack_every_segments: 2,
         quickack_segments: 0,
         pingpong: false,
@@ -494,7 +499,7 @@ pub fn aix() -> StackProfile {
         ts_hz: 1000.0,
         initial_window: 4,
         delayed_ack: DelayedAckTimer::GlobalTick {
-            period: 200 * MS,
+            period: stacks::BSD_FAST_TICK,
             ticks: 1,
         },
         ack_every_segments: 2,

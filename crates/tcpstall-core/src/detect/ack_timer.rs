@@ -6,15 +6,10 @@ use std::ops::ControlFlow::{self, Break, Continue};
 use super::basis::Link;
 use super::event::{StallEvent, Verdict};
 use super::gap::{DetectConfig, GapContext, PeerSegment};
-use crate::segment::{NANOS_PER_MILLI, Nanos};
+use crate::segment::Nanos;
 
-/// The shortest per-connection delayed-ACK timer of the known stacks (Linux's
-/// TCP_DELACK_MIN, 40 ms), less a 4 ms jiffy of measurement slack.
-pub const SHORTEST_TIMER: Nanos = 36 * NANOS_PER_MILLI;
-
-/// The longest default delayed-ACK timer of the known stacks (Windows and AIX, 200 ms),
-/// with a jiffy of slack.
-const LONGEST_DEFAULT_TIMER: Nanos = 210 * NANOS_PER_MILLI;
+use crate::stacks::LONGEST_DEFAULT_TIMER;
+pub use crate::stacks::SHORTEST_TIMER;
 
 /// Whether an ACK this late (beyond the round trip) may have been held by a known
 /// stack's delayed-ACK timer: from the shortest per-connection timer to the longest
@@ -23,8 +18,7 @@ pub fn may_be_timer(delay: Nanos) -> bool {
     (SHORTEST_TIMER..=LONGEST_DEFAULT_TIMER).contains(&delay)
 }
 
-/// RFC 1122 4.2.3.2: an ACK must not be delayed by 0.5 s or more.
-const MAX_DELAYED_ACK: Nanos = 500 * NANOS_PER_MILLI;
+use crate::stacks::MAX_DELAYED_ACK;
 
 /// What the ACK's timing says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

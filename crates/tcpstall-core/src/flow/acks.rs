@@ -14,7 +14,7 @@ pub const SAME_FLIGHT: Nanos = 2_000_000;
 
 /// A prompt ACK for data sent this shortly before (Linux's shortest delayed-ACK timer,
 /// TCP_DELACK_MIN) measures the queue the next data met.
-const PREVIOUS_FLIGHT: Nanos = 40_000_000;
+const PREVIOUS_FLIGHT: Nanos = crate::stacks::LINUX_DELACK_MIN;
 
 /// From this size a segment's round trip is read apart from a bare segment's: on a narrow
 /// link it takes the segment's own serialization longer.

@@ -1,0 +1,34 @@
+//! The delayed-ACK timers of the known stacks, in one place: the detector's thresholds,
+//! the diagnosis's reading of a timer, the simulator's profiles and `watch` all take
+//! them from here.
+
+use crate::segment::{NANOS_PER_MILLI, Nanos};
+
+const MS: Nanos = NANOS_PER_MILLI;
+
+/// Linux's shortest delayed-ACK timeout, `TCP_DELACK_MIN` (HZ/25), `include/net/tcp.h`
+/// at v6.6.
+pub const LINUX_DELACK_MIN: Nanos = 40 * MS;
+/// Linux's longest, `TCP_DELACK_MAX` (HZ/5), `include/net/tcp.h` at v6.6.
+pub const LINUX_DELACK_MAX: Nanos = 200 * MS;
+/// A jiffy at HZ 250 (Debian's and most distributions' kernel configuration): the timer
+/// wheel fires that much late at most.
+pub const LINUX_JIFFY: Nanos = 4 * MS;
+/// FreeBSD's `net.inet.tcp.delacktime` default, per connection (`tcp_timer.c`).
+pub const FREEBSD_DELACKTIME: Nanos = 100 * MS;
+/// Windows' per-connection timer, `TcpDelAckTicks` 2 of 100 ms (Microsoft KB 328890),
+/// and AIX's.
+pub const WINDOWS_DELACK: Nanos = 200 * MS;
+/// The period of classic BSD's fast timer (`tcp_fasttimo`, PR_FASTHZ 5 a second), which
+/// sends every pending delayed ACK at its next tick: 0 to 200 ms after the data.
+pub const BSD_FAST_TICK: Nanos = 200 * MS;
+
+/// RFC 1122 4.2.3.2: an ACK must not be delayed by 0.5 s or more.
+pub const MAX_DELAYED_ACK: Nanos = 500 * MS;
+
+/// The shortest per-connection delayed-ACK timer of the known stacks (Linux's), less a
+/// jiffy of measurement slack.
+pub const SHORTEST_TIMER: Nanos = LINUX_DELACK_MIN - LINUX_JIFFY;
+/// The longest default delayed-ACK timer of the known stacks (Windows and AIX), with a
+/// jiffy of slack at HZ 100.
+pub const LONGEST_DEFAULT_TIMER: Nanos = WINDOWS_DELACK + 10 * MS;
