@@ -1,5 +1,5 @@
 //! The delayed-ACK timers of the known stacks, in one place: the detector's thresholds,
-//! the diagnosis's reading of a timer, the simulator's profiles and `watch` all take
+//! the diagnosis's reading of a timer and the simulator's profiles all take
 //! them from here.
 
 use crate::segment::{NANOS_PER_MILLI, Nanos};
