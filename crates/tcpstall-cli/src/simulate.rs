@@ -707,7 +707,7 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
 }
 
 /// The confusion matrix as a table: rows the truth, columns the detector's answer.
-fn confusion_text(confusion: &[[u64; 7]; 7]) -> String {
+fn confusion_text(confusion: &[[u64; Label::COUNT]; Label::COUNT]) -> String {
     let short = [
         "nagle-dack",
         "delayed-ack",
@@ -747,7 +747,7 @@ mod tests {
 
     #[test]
     fn the_confusion_table_has_a_row_per_true_label_and_a_column_per_answer() {
-        let mut confusion = [[0u64; 7]; 7];
+        let mut confusion = [[0u64; Label::COUNT]; Label::COUNT];
         confusion[Label::NoGap.index()][Label::NagleDelayedAck.index()] = 42;
         let text = confusion_text(&confusion);
         let rows: Vec<&str> = text.lines().collect();

@@ -1,5 +1,6 @@
 //! The pipeline of `tcpstall analyze`: capture → segments → flows → diagnoses.
 
+use crate::detect::StallClass;
 use std::cmp::Reverse;
 use std::io::Read;
 use std::net::IpAddr;
@@ -118,7 +119,7 @@ impl Analysis {
     }
 
     /// Gaps of each class over every connection: (count, total duration) by class index.
-    pub fn gaps_by_class(&self) -> [(u64, Nanos); 6] {
+    pub fn gaps_by_class(&self) -> [(u64, Nanos); StallClass::COUNT] {
         let mut totals = self.unlisted.gaps_by_class;
         for c in &self.connections {
             add_gaps_by_class(&mut totals, c);
@@ -128,7 +129,7 @@ impl Analysis {
 }
 
 /// Adds the gaps of `d`, listed and counted, to `totals` (count, duration) by class index.
-fn add_gaps_by_class(totals: &mut [(u64, Nanos); 6], d: &ConnectionDiagnosis) {
+fn add_gaps_by_class(totals: &mut [(u64, Nanos); StallClass::COUNT], d: &ConnectionDiagnosis) {
     for (class, (count, duration)) in d.class_counts() {
         totals[class.index()].0 += count as u64;
         totals[class.index()].1 += duration;
@@ -149,7 +150,7 @@ pub struct UnlistedTotals {
     pub packets: u64,
     pub bytes: u64,
     /// (count, total duration) by class index.
-    pub gaps_by_class: [(u64, Nanos); 6],
+    pub gaps_by_class: [(u64, Nanos); StallClass::COUNT],
 }
 
 impl UnlistedTotals {

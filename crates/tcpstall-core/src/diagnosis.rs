@@ -407,7 +407,7 @@ pub struct ConnectionDiagnosis {
     /// Every classified gap, in time order (up to each class's listing limit).
     pub events: Vec<StallEvent>,
     /// Gaps beyond the listing limits: (count, total duration) by class index.
-    pub unlisted: [(u64, Nanos); 6],
+    pub unlisted: [(u64, Nanos); StallClass::COUNT],
     /// Which role each event side is.
     side_roles: [Role; 2],
     pub endpoints: [SocketAddr; 2],

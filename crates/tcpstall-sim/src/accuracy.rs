@@ -35,7 +35,7 @@ pub struct Accuracy {
     pub misses: Vec<String>,
     /// Rows: the true label; columns: the detector's answer (`Label::index`; the last is
     /// "no gap").
-    pub confusion: [[u64; 7]; 7],
+    pub confusion: [[u64; Label::COUNT]; Label::COUNT],
     /// Gaps the truth names, and those whose evidence the capture lacks.
     pub gaps: usize,
     pub not_observable: usize,

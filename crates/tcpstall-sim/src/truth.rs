@@ -113,7 +113,10 @@ pub enum Label {
 }
 
 impl Label {
-    pub const ALL: [Label; 7] = [
+    /// The detector's classes and no gap.
+    pub const COUNT: usize = StallClass::COUNT + 1;
+
+    pub const ALL: [Label; Self::COUNT] = [
         Label::NagleDelayedAck,
         Label::DelayedAck,
         Label::AppThinkTime,
@@ -646,5 +649,22 @@ impl TruthInputs<'_> {
             packet: k as u64 + 1,
             cause,
         }
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::*;
+
+    /// The truth's labels are the detector's classes, in the same order, and no gap.
+    #[test]
+    fn labels_are_the_classes_and_no_gap() {
+        for class in StallClass::ALL {
+            let label = Label::from_class(class);
+            assert_eq!(label.index(), class.index());
+            assert_eq!(label.name(), class.name());
+            assert_eq!(Label::ALL[class.index()], label);
+        }
+        assert_eq!(Label::ALL[StallClass::COUNT], Label::NoGap);
     }
 }

@@ -20,7 +20,10 @@ pub enum StallClass {
 }
 
 impl StallClass {
-    pub const ALL: [StallClass; 6] = [
+    /// How many classes there are: every count and table per class has this length.
+    pub const COUNT: usize = 6;
+
+    pub const ALL: [StallClass; Self::COUNT] = [
         StallClass::NagleDelayedAck,
         StallClass::DelayedAck,
         StallClass::AppThinkTime,
@@ -115,7 +118,7 @@ impl StallEvent {
     }
 
     /// Counts this gap, unlisted, in `unlisted`: (count, total duration) by class index.
-    pub fn count_in(&self, unlisted: &mut [(u64, Nanos); 6]) {
+    pub fn count_in(&self, unlisted: &mut [(u64, Nanos); StallClass::COUNT]) {
         let entry = &mut unlisted[self.class.index()];
         entry.0 += 1;
         entry.1 += self.duration();
@@ -238,4 +241,26 @@ pub enum Verdict {
     Idle,
     /// The sender was not held: `app-think-time` when it was idle long enough.
     AppThinkTime,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new class stops this match from compiling until it is handled here, and then the
+    /// list must hold it: every class once, in the order of its index.
+    #[test]
+    fn every_class_is_listed_once_in_order() {
+        for (position, class) in StallClass::ALL.into_iter().enumerate() {
+            match class {
+                StallClass::NagleDelayedAck
+                | StallClass::DelayedAck
+                | StallClass::AppThinkTime
+                | StallClass::ReceiverWindow
+                | StallClass::RetransmissionTimeout
+                | StallClass::Unexplained => assert_eq!(class.index(), position),
+            }
+            assert_eq!(StallClass::from_name(class.name()), Some(class));
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! A connection: what each segment does to the state of its two directions (handshake,
 //! ACKs, data), and what the connection found; its gaps are assembled in `gap.rs`.
 
+use crate::detect::StallClass;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
@@ -54,8 +55,8 @@ pub struct Connection {
     pub(super) syn_time: Option<Nanos>,
     pub events: Vec<StallEvent>,
     /// Gaps beyond each class's listing limit: (count, total duration), by class index.
-    pub unlisted: [(u64, Nanos); 6],
-    pub(super) listed: [usize; 6],
+    pub unlisted: [(u64, Nanos); StallClass::COUNT],
+    pub(super) listed: [usize; StallClass::COUNT],
 }
 
 impl Connection {
@@ -73,8 +74,8 @@ impl Connection {
             packets: 0,
             dirs: [Direction::default(), Direction::default()],
             events: Vec::new(),
-            unlisted: [(0, 0); 6],
-            listed: [0; 6],
+            unlisted: [(0, 0); StallClass::COUNT],
+            listed: [0; StallClass::COUNT],
             reset: false,
             syn_time: None,
             synack_time: None,
