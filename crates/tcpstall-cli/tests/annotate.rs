@@ -144,14 +144,9 @@ fn tshark(capture: &Path, args: &[&str]) -> String {
 /// packets (bytes, lengths, times) in the copy as in the input.
 fn check_with_tshark(report: &Value, input: &Path, copy: &Path, what: &str) {
     let Some(field) = tshark_comment_field(copy) else {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "{what}: tshark checks skipped: tshark is not installed (apt-get install tshark)"
-            );
-        };
+        common::skipped(format_args!(
+            "{what}: tshark checks skipped: tshark is not installed (apt-get install tshark)"
+        ));
         return;
     };
     let expected = expected_comments(report);

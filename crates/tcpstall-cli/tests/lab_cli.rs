@@ -91,14 +91,9 @@ fn bad_input_is_one_line_and_exit_2() {
 #[test]
 fn capture_is_diagnosed_and_agrees_with_the_measurement() {
     if !is_root() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: --capture needs root (CAP_NET_RAW, namespaces)"
-            );
-        };
+        common::skipped(format_args!(
+            "skipped: --capture needs root (CAP_NET_RAW, namespaces)"
+        ));
         return;
     }
     let dir = std::env::temp_dir().join(format!("tcpstall-lab-test-{}", std::process::id()));
@@ -135,14 +130,9 @@ fn capture_is_diagnosed_and_agrees_with_the_measurement() {
 #[test]
 fn delay_line_reproduces_seed003_against_the_simulator() {
     if !is_root() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: the delay line needs root (namespaces, veth, TUN)"
-            );
-        };
+        common::skipped(format_args!(
+            "skipped: the delay line needs root (namespaces, veth, TUN)"
+        ));
         return;
     }
     with_retries("seed 003 at 20 ms", || {
@@ -284,14 +274,9 @@ fn one_way_patterns_run_with_a_paced_reader() {
 #[test]
 fn lookalikes_on_this_kernel_are_not_called_stalls() {
     if !is_root() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: the look-alike suite's captures need root (CAP_NET_RAW, namespaces)"
-            );
-        };
+        common::skipped(format_args!(
+            "skipped: the look-alike suite's captures need root (CAP_NET_RAW, namespaces)"
+        ));
         return;
     }
     let dir = std::env::temp_dir().join(format!("tcpstall-lab-lookalikes-{}", std::process::id()));

@@ -63,25 +63,15 @@ fn point_line(line: &str) -> Option<(String, u32, u32, u32, u32)> {
 #[test]
 fn varying_delays_every_measured_stall_at_every_capture_point() {
     if !is_root() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: the varying-delay suite needs root (namespaces, veth, TUN, AF_PACKET)"
-            );
-        };
+        common::skipped(format_args!(
+            "skipped: the varying-delay suite needs root (namespaces, veth, TUN, AF_PACKET)"
+        ));
         return;
     }
     if !has_jdk() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: the varying-delay suite runs Java programs: no java/javac (apt-get install default-jdk-headless)"
-            );
-        };
+        common::skipped(format_args!(
+            "skipped: the varying-delay suite runs Java programs: no java/javac (apt-get install default-jdk-headless)"
+        ));
         return;
     }
     let dir = common::TempDir::new("lab_varying", "three_points");

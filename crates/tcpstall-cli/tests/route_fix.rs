@@ -151,14 +151,9 @@ fn check_fix(
 #[ignore = "needs root (network namespaces and routes); .ci/run runs it"]
 fn the_route_fix_works_where_it_is_offered() {
     if !is_root() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: the route fix test needs root (CAP_NET_ADMIN)"
-            );
-        };
+        common::skipped(format_args!(
+            "skipped: the route fix test needs root (CAP_NET_ADMIN)"
+        ));
         return;
     }
     let mut setup = Setup::new();
@@ -173,14 +168,9 @@ fn the_route_fix_works_where_it_is_offered() {
     if has_v6 {
         check_fix("IPv6 loopback", &alone, &alone, v6, v6);
     } else {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped: IPv6 loopback: this kernel gives lo no ::1"
-            );
-        };
+        common::skipped(format_args!(
+            "skipped: IPv6 loopback: this kernel gives lo no ::1"
+        ));
     }
 
     // Two namespaces joined by a veth pair; the addresses come from 198.18.0.0/15, the

@@ -341,14 +341,7 @@ fn without_privilege_one_line_says_what_is_missing() {
         {
             Ok(out) => out,
             Err(_) => {
-                {
-                    // Straight to the terminal: the test harness hides what a passing test prints.
-                    use std::io::Write as _;
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "skipped: setpriv (util-linux) not installed"
-                    );
-                };
+                common::skipped(format_args!("skipped: setpriv (util-linux) not installed"));
                 return;
             }
         }

@@ -45,6 +45,13 @@ impl Drop for TempDir {
 }
 
 /// A program's output as text, whatever its bytes.
+/// Says why a test skipped part of its work, straight to the terminal: the test harness
+/// hides what a passing test prints with `println!` and `eprintln!`.
+pub fn skipped(notice: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{notice}");
+}
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -12,31 +12,18 @@ pub fn is_root() -> bool {
 /// `Some(())` when `tcpstall watch` can run here; otherwise prints why `what` is skipped.
 pub fn can_watch(what: &str) -> Option<()> {
     if !is_root() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "skipped {what}: needs root");
-        };
+        super::skipped(format_args!("skipped {what}: needs root"));
         return None;
     }
     if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "skipped {what}: the kernel has no BTF");
-        };
+        super::skipped(format_args!("skipped {what}: the kernel has no BTF"));
         return None;
     }
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
     if !kallsyms.contains(" __traceiter_sock_send_length\n") {
-        {
-            // Straight to the terminal: the test harness hides what a passing test prints.
-            use std::io::Write as _;
-            let _ = writeln!(
-                std::io::stderr(),
-                "skipped {what}: the kernel lacks sock:sock_send_length (Linux 6.3+)"
-            );
-        };
+        super::skipped(format_args!(
+            "skipped {what}: the kernel lacks sock:sock_send_length (Linux 6.3+)"
+        ));
         return None;
     }
     Some(())
