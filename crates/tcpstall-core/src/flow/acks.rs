@@ -1,7 +1,8 @@
 //! What a side's pure ACKs show about the path and about the side itself: the round trips
 //! of ACKs no timer held (the path, its queue included), whether it acknowledges every
-//! segment, and how long large segments take. The detector judges a candidate delayed
-//! ACK against these. Updated on every ACK, so kept in 80 bytes.
+//! segment, how long large segments take, and the pace at which the path delivers queued
+//! segments. The detector judges a candidate delayed ACK against these. Updated on every
+//! ACK, so kept in 88 bytes.
 
 use crate::detect::PeerSegment;
 use crate::detect::ack_timer::SHORTEST_TIMER;
@@ -125,8 +126,8 @@ impl AckHistory {
             time: ack.time,
             flags,
         };
-        self.recent = [record, self.recent[0]];
-        if ack.newly_acked * 2 > u64::from(full_size) * 3 {
+        self.recent = [record, previous];
+        if covers_two {
             self.covering = record;
         }
         if ack.data_len >= LARGE_SEGMENT
@@ -266,5 +267,10 @@ mod tests {
         // the pace.
         history.observe(pure(at + 20 * MS, at + MS, 1), 1448, MS);
         assert!(!history.paced_by_delivery(&peer(at + 20 * MS, at + MS)));
+    }
+
+    #[test]
+    fn the_history_stays_as_small_as_documented() {
+        assert_eq!(std::mem::size_of::<AckHistory>(), 88);
     }
 }
