@@ -501,6 +501,10 @@ impl TruthInputs<'_> {
     /// data of `c`'s sender that the capture point saw pass but the file does not hold.
     fn release_acked_uncaptured_data(&self, c: &Captured) -> bool {
         let made = &self.records.made;
+        if self.records.kept.len() == made.len() {
+            // The file holds every record: nothing was missed (and no scan per gap).
+            return false;
+        }
         let Some(at) = c
             .segment
             .released_by
