@@ -415,6 +415,9 @@ impl Connection {
         let sample = t - newest.time;
         let pure_ack = segment.payload_len == 0;
         self.dirs[x].record_rtt_sample(sample, pure_ack && !segment.flags.fin());
+        if !pure_ack {
+            self.dirs[x].acks.note_large_round_trip(newest.len, sample);
+        }
         if pure_ack {
             // A pure ACK (a reply carrying the ACK measures the application too). Any
             // later ACK for the same flight measures the path its data met,
