@@ -94,7 +94,7 @@ pub(crate) fn decode_ipv4(
         flags: TcpFlags(tcp[13] & 0x3f),
         window: be_u16(&tcp[14..16]),
         payload_len: payload_len as u32,
-        options: crate::capture::decode::tcp_options(&tcp[20..tcp_header_len]),
+        options: crate::capture::tcp_options::tcp_options(&tcp[20..tcp_header_len]),
         tunnel: 0,
     };
     Some(Ok(()))

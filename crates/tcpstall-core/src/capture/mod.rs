@@ -9,6 +9,7 @@ mod fragments;
 mod link;
 mod multi;
 mod reader;
+mod tcp_options;
 mod tunnel;
 mod writer;
 

@@ -10,9 +10,8 @@ use super::direction::{
     Direction, INITIAL_IN_FLIGHT, InFlight, LastSegment, MAX_TRACKED_IN_FLIGHT, RawHeader,
     SEQ_ORIGIN,
 };
-use super::gap::PendingGap;
 use super::sender::SentData;
-use crate::detect::{DetectConfig, StallEvent};
+use crate::detect::{DetectConfig, GapContext, StallEvent};
 use crate::path::{CLOCK_SAMPLE_PACKETS, ClockStep};
 use crate::segment::{Nanos, Segment};
 
@@ -21,6 +20,16 @@ pub(super) const TIMESTAMP_OPTION_BYTES: u32 = 12;
 
 /// MSS assumed when no SYN was captured: Ethernet's 1460 less timestamps when in use.
 pub(super) const DEFAULT_ETHERNET_MSS: u32 = 1460;
+
+/// Gaps kept unclassified per connection, waiting for better round-trip estimates.
+pub(super) const MAX_PENDING_GAPS: usize = 32;
+
+#[derive(Clone, Debug)]
+pub(super) struct PendingGap {
+    pub(super) context: GapContext,
+    /// Payload of the last segment of the burst that ended the gap.
+    pub(super) last_burst_segment: u32,
+}
 
 /// A TCP connection and what was found in it. Laid out like [`Direction`]: first what
 /// every segment uses, then the two directions, then the rest.

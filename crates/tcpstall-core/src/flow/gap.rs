@@ -2,22 +2,12 @@
 //! that ends it arrives, gathers the burst released with it, and is classified by
 //! [`crate::detect`] with the connection's final round trips when the connection ends.
 
-use super::connection::Connection;
+use super::connection::{Connection, MAX_PENDING_GAPS, PendingGap};
 use crate::detect::{
     DetectConfig, GapContext, PeerSegment, SenderClock, classify_gap, sender_clock, window,
 };
 use crate::path::PathSide;
 use crate::segment::{Nanos, Segment};
-
-/// Gaps kept unclassified per connection, waiting for better round-trip estimates.
-pub(super) const MAX_PENDING_GAPS: usize = 32;
-
-#[derive(Clone, Debug)]
-pub(super) struct PendingGap {
-    pub(super) context: GapContext,
-    /// Payload of the last segment of the burst that ended the gap.
-    pub(super) last_burst_segment: u32,
-}
 
 impl Connection {
     /// Opens a gap when `segment`, data of side `x`, ends a pause in the connection's data,
