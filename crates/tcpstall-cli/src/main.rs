@@ -9,6 +9,7 @@ mod lab;
 mod outputs;
 mod shell;
 mod simulate;
+mod sink;
 mod watch;
 mod workload_args;
 
