@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use crate::capture::{
     CaptureError, CaptureReader, Decoded, Decoder, FileError, FileNotes, FragmentCounts,
     MergedCaptures, MergedNotes, OnFileError, Packet, ProgressFn, ReadNotes, SkipCounts,
-    SkipReason, expand_paths,
+    SkipReason, expand_paths, supported_link_types,
 };
 use crate::detect::DetectConfig;
 use crate::diagnosis::{ConnectionDiagnosis, diagnose};
@@ -995,9 +995,9 @@ fn describe_no_tcp(summary: &InputSummary) -> String {
         .keys()
         .all(|r| matches!(r, SkipReason::UnsupportedLinkType(_)));
     let hint = if only_link && !summary.skipped.by_reason.is_empty() {
-        "; supported link types: Ethernet (1), BSD loopback (0, 108), raw IP (12, 14, 101, 228, 229), Linux cooked (113, 276), PPP (9, 50, 51), Cisco HDLC (104), FDDI (10), ATM LLC (100), 802.11 (105, with Prism 119, radiotap 127, AVS 163), NFLOG (239), IP over InfiniBand (242), Linux ARCnet (129)"
+        format!("; supported link types: {}", supported_link_types())
     } else {
-        ""
+        String::new()
     };
     format!("{packets} packets: {}{hint}", parts.join(", "))
 }

@@ -47,6 +47,67 @@ pub(crate) mod link_type {
     pub const LINUX_SLL2: i32 = 276;
 }
 
+/// A family of link types decoded here, as a capture with none of them is told.
+pub(crate) struct LinkFamily {
+    /// The name people know it by.
+    pub name: &'static str,
+    /// Its LINKTYPE_ values.
+    pub types: &'static [i32],
+    /// The headers a capture may put before its frames, each with its own LINKTYPE_ value.
+    pub headers: &'static [(&'static str, i32)],
+}
+
+/// Every link type [`link_layer`] decodes, in families; a test holds the two to each other.
+pub(crate) const SUPPORTED: &[LinkFamily] = {
+    use link_type::*;
+    const fn family(name: &'static str, types: &'static [i32]) -> LinkFamily {
+        LinkFamily {
+            name,
+            types,
+            headers: &[],
+        }
+    }
+    &[
+        family("Ethernet", &[ETHERNET]),
+        family("BSD loopback", &[NULL, LOOP]),
+        family("raw IP", &[RAW_OLD_A, RAW_OLD_B, RAW, IPV4, IPV6]),
+        family("Linux cooked", &[LINUX_SLL, LINUX_SLL2]),
+        family("PPP", &[PPP, PPP_HDLC, PPP_ETHER]),
+        family("Cisco HDLC", &[C_HDLC]),
+        family("FDDI", &[FDDI]),
+        family("ATM LLC", &[ATM_RFC1483]),
+        LinkFamily {
+            name: "802.11",
+            types: &[IEEE802_11],
+            headers: &[
+                ("Prism", IEEE802_11_PRISM),
+                ("radiotap", IEEE802_11_RADIOTAP),
+                ("AVS", IEEE802_11_AVS),
+            ],
+        },
+        family("NFLOG", &[NFLOG]),
+        family("IP over InfiniBand", &[IPOIB]),
+        family("Linux ARCnet", &[ARCNET_LINUX]),
+    ]
+};
+
+/// [`SUPPORTED`] in one line: `Ethernet (1), BSD loopback (0, 108), ..., 802.11 (105,
+/// with Prism 119, radiotap 127, AVS 163), ...`.
+pub(crate) fn supported_link_types() -> String {
+    SUPPORTED
+        .iter()
+        .map(|family| {
+            let mut numbers: Vec<String> = family.types.iter().map(i32::to_string).collect();
+            for (i, (header, value)) in family.headers.iter().enumerate() {
+                let with = if i == 0 { "with " } else { "" };
+                numbers.push(format!("{with}{header} {value}"));
+            }
+            format!("{} ({})", family.name, numbers.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// EtherTypes that name something other than IP or a VLAN tag (IEEE registry).
 pub(crate) mod ether_type {
     /// Transparent Ethernet Bridging: an Ethernet frame inside (GRE, Geneve).
@@ -377,6 +438,37 @@ mod tests {
     }
 
     const SNAP_IPV4: [u8; 8] = [0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x00];
+
+    #[test]
+    fn the_supported_list_is_every_link_type_decoded() {
+        let listed: Vec<i32> = SUPPORTED
+            .iter()
+            .flat_map(|f| f.types.iter().copied().chain(f.headers.iter().map(|h| h.1)))
+            .collect();
+        let frame = [0u8; 64];
+        for link in -1..=1024 {
+            let decoded = !matches!(
+                link_layer(link, &frame),
+                Err(SkipReason::UnsupportedLinkType(_))
+            );
+            let times = listed.iter().filter(|&&t| t == link).count();
+            assert_eq!(times, usize::from(decoded), "link type {link}");
+        }
+    }
+
+    #[test]
+    fn the_supported_list_reads_as_one_line() {
+        let line = supported_link_types();
+        assert!(
+            line.starts_with("Ethernet (1), BSD loopback (0, 108), raw IP (12, 14, 101, "),
+            "{line}"
+        );
+        assert!(
+            line.contains(", 802.11 (105, with Prism 119, radiotap 127, AVS 163), "),
+            "{line}"
+        );
+        assert!(!line.ends_with(", "), "{line}");
+    }
 
     #[test]
     fn llc_snap_and_sap_6_lead_to_ip() {

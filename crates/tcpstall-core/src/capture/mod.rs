@@ -19,6 +19,7 @@ pub use annotate::{AnnotateError, AnnotateSummary, PcapngWriter, annotate};
 pub use compressed::Compression;
 pub use decode::{Decoded, Decoder, SkipCounts, SkipReason, decode_packet};
 pub use fragments::FragmentCounts;
+pub(crate) use link::supported_link_types;
 pub use multi::{
     FileError, FileNotes, MergedCaptures, MergedNotes, OnFileError, ProgressFn, expand_paths,
 };
