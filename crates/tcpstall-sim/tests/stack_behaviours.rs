@@ -238,6 +238,7 @@ fn a_full_send_buffer_waits_for_acks_the_bottleneck_paces_and_is_no_stall() {
 
 #[test]
 fn cork_and_msg_more_hold_a_message_until_its_last_write_or_the_flush_timer() {
+    use tcpstall_core::detect::StallClass;
     use tcpstall_sim::truth::Label;
     // TCP_CORK with the second write 250 ms after the first: Linux sends the corked
     // write after 200 ms (its cork ceiling), by the timer: the application's time.
@@ -264,7 +265,12 @@ fn cork_and_msg_more_hold_a_message_until_its_last_write_or_the_flush_timer() {
         .iter()
         .filter(|g| flushed.iter().any(|c| c.time == g.end))
     {
-        assert_eq!(gap.label, Label::AppThinkTime, "{}", gap.describe());
+        assert_eq!(
+            gap.label,
+            Label::Class(StallClass::AppThinkTime),
+            "{}",
+            gap.describe()
+        );
         gaps += 1;
     }
     assert!(gaps > 0);

@@ -102,7 +102,7 @@ impl Judged {
     pub fn assert_no_false_stall(&self) {
         for (gap, event) in self.pairs() {
             if let Some(e) = event {
-                let found = Label::from_class(e.class);
+                let found = Label::Class(e.class);
                 assert!(
                     !found.is_stall() || gap.accepts(found),
                     "false {}: {}\n{}",
