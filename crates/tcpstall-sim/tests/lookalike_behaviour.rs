@@ -14,17 +14,8 @@ use tcpstall_sim::truth::Label;
 
 const MS: Nanos = NANOS_PER_MILLI;
 
-fn run(file: &ScenarioFile) -> RunResult {
-    tcpstall_sim::run(&file.resolve().expect("valid scenario"), true)
-}
-
-fn scenario(client: &str, server: &str, pattern: &str) -> ScenarioFile {
-    let mut file = ScenarioFile::default();
-    file.client.stack = client.into();
-    file.server.stack = server.into();
-    file.workload.pattern = pattern.into();
-    file
-}
+mod common;
+use common::{run, scenario};
 
 /// A one-way stream of 8 KB blocks into a server that reads `read` bytes every
 /// `interval_ms` from a buffer of `rcvbuf` bytes.

@@ -14,15 +14,11 @@ use tcpstall_sim::scenario::ScenarioFile;
 
 const MS: Nanos = NANOS_PER_MILLI;
 
-fn run(file: &ScenarioFile) -> RunResult {
-    tcpstall_sim::run(&file.resolve().expect("valid scenario"), true)
-}
+mod common;
+use common::run;
 
 fn scenario(client: &str, server: &str, pattern: &str, rtt_ms: f64) -> ScenarioFile {
-    let mut file = ScenarioFile::default();
-    file.client.stack = client.into();
-    file.server.stack = server.into();
-    file.workload.pattern = pattern.into();
+    let mut file = common::scenario(client, server, pattern);
     file.link.rtt_ms = rtt_ms;
     file
 }
