@@ -744,16 +744,21 @@ pub fn print(text: &str) -> Fallible<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tcpstall_core::detect::StallClass;
 
     #[test]
     fn the_confusion_table_has_a_row_per_true_label_and_a_column_per_answer() {
         let mut confusion = [[0u64; Label::COUNT]; Label::COUNT];
-        confusion[Label::NoGap.index()][Label::NagleDelayedAck.index()] = 42;
+        let nagle = Label::Class(StallClass::NagleDelayedAck);
+        confusion[Label::NoGap.index()][nagle.index()] = 42;
         let text = confusion_text(&confusion);
         let rows: Vec<&str> = text.lines().collect();
-        assert_eq!(rows.len(), 8, "{text}");
+        assert_eq!(rows.len(), 1 + Label::COUNT, "{text}");
         assert!(rows[0].contains("no gap"));
-        let no_gap: Vec<&str> = rows[7].split_whitespace().collect();
-        assert_eq!(no_gap, ["no-gap", "42", "0", "0", "0", "0", "0", "0"]);
+        let no_gap: Vec<&str> = rows[1 + Label::NoGap.index()].split_whitespace().collect();
+        let mut expected = vec!["0"; Label::COUNT];
+        expected[nagle.index()] = "42";
+        assert_eq!(no_gap[0], "no-gap");
+        assert_eq!(no_gap[1..], expected);
     }
 }

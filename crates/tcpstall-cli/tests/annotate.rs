@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Cursor, Write};
+use std::io::Cursor;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 use tcpstall_core::capture::CaptureReader;
@@ -18,22 +18,7 @@ use tcpstall_core::capture::CaptureReader;
 mod common;
 use common::compress::gzip_stored;
 use common::pcap::*;
-use common::{TempDir, check_refused, parse_report, text};
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn shipped(name: &str) -> PathBuf {
-    workspace_root().join("captures").join(name)
-}
-
-fn tcpstall(args: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
-        .args(args)
-        .output()
-        .expect("run tcpstall")
-}
+use common::{TempDir, check_refused, parse_report, run, run_with_stdin, shipped, text};
 
 /// Every packet as the project's reader sees it: number, time, link type, bytes, length
 /// on the wire.
@@ -79,16 +64,16 @@ fn expected_comments(report: &Value) -> BTreeMap<u64, Vec<String>> {
 /// returns the report and the copy's path.
 fn annotate_and_check(dir: &TempDir, input: &Path, what: &str) -> (Value, PathBuf) {
     let out = dir.0.join(format!("{what}.pcapng"));
-    let run = tcpstall(&[
+    let output = run(&[
         Path::new("analyze"),
         Path::new("--json"),
         Path::new("--annotate"),
         &out,
         input,
     ]);
-    let report = parse_report(&run, what);
+    let report = parse_report(&output, what);
     let expected = expected_comments(&report);
-    let stderr = text(&run.stderr);
+    let stderr = text(&output.stderr);
     let wrote = format!(
         "tcpstall: wrote {} ({} packets, {} annotated)",
         out.display(),
@@ -291,29 +276,27 @@ fn standard_input_is_kept_and_annotated_like_the_file() {
     let dir = TempDir::new("annotate", "stdin");
     let input = shipped("seed002-two-writes.pcap");
     let out = dir.0.join("stdin.pcapng");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
-        .args(["analyze", "--annotate"])
-        .arg(&out)
-        .arg("-")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tcpstall");
     let bytes = fs::read(&input).unwrap();
-    child.stdin.take().unwrap().write_all(&bytes).unwrap();
-    let run = child.wait_with_output().unwrap();
-    let stderr = text(&run.stderr);
-    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    let output = run_with_stdin(
+        &[
+            Path::new("analyze"),
+            Path::new("--annotate"),
+            &out,
+            Path::new("-"),
+        ],
+        &bytes,
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("(57 packets, 27 annotated)"), "{stderr}");
     let from_file = dir.0.join("file.pcapng");
-    let run = tcpstall(&[
+    let output = run(&[
         Path::new("analyze"),
         Path::new("--annotate"),
         &from_file,
         &input,
     ]);
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(fs::read(&out).unwrap(), fs::read(&from_file).unwrap());
 }
 
@@ -324,32 +307,32 @@ fn outputs_that_cannot_be_written_are_refused_before_the_analysis() {
     let analyze = Path::new("analyze");
     let flag = Path::new("--annotate");
 
-    let run = tcpstall(&[analyze, flag, &dir.0, &input]);
-    check_refused(&run, "a directory", &["is a directory"]);
+    let output = run(&[analyze, flag, &dir.0, &input]);
+    check_refused(&output, "a directory", &["is a directory"]);
 
     let nowhere = dir.0.join("missing").join("out.pcapng");
-    let run = tcpstall(&[analyze, flag, &nowhere, &input]);
-    check_refused(&run, "a missing directory", &["missing"]);
+    let output = run(&[analyze, flag, &nowhere, &input]);
+    check_refused(&output, "a missing directory", &["missing"]);
     assert!(!nowhere.exists());
 
-    let run = tcpstall(&[analyze, flag, &dir.0.join("two.pcapng"), &input, &input]);
-    check_refused(&run, "two captures", &["one file"]);
+    let output = run(&[analyze, flag, &dir.0.join("two.pcapng"), &input, &input]);
+    check_refused(&output, "two captures", &["one file"]);
     assert!(
         !dir.0.join("two.pcapng").exists(),
         "a refused run leaves no file"
     );
 
     let copy = dir.write("input.pcap", &fs::read(&input).unwrap());
-    let run = tcpstall(&[analyze, flag, &copy, &copy]);
-    check_refused(&run, "the input itself", &["the capture being analysed"]);
+    let output = run(&[analyze, flag, &copy, &copy]);
+    check_refused(&output, "the input itself", &["the capture being analysed"]);
     assert_eq!(fs::read(&copy).unwrap(), fs::read(&input).unwrap());
 
     // A device that cannot take the copy: an error, and the device is left alone.
     let full = Path::new("/dev/full");
     if full.exists() {
-        let run = tcpstall(&[analyze, flag, full, &input]);
-        let stderr = text(&run.stderr);
-        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        let output = run(&[analyze, flag, full, &input]);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert!(
             stderr
                 .lines()
@@ -361,14 +344,14 @@ fn outputs_that_cannot_be_written_are_refused_before_the_analysis() {
 
     // An existing file is replaced by the copy.
     let existing = dir.write("existing.pcapng", b"an older file");
-    let run = tcpstall(&[analyze, flag, &existing, &input]);
-    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let output = run(&[analyze, flag, &existing, &input]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     assert_eq!(packets(&existing), packets(&input));
 
     // Not a capture: the analysis fails, and the file it would have written is not left.
     let junk = dir.write("junk.pcap", b"not a capture at all");
     let out = dir.0.join("junk.pcapng");
-    let run = tcpstall(&[analyze, flag, &out, &junk]);
-    check_refused(&run, "not a capture", &["not a capture"]);
+    let output = run(&[analyze, flag, &out, &junk]);
+    check_refused(&output, "not a capture", &["not a capture"]);
     assert!(!out.exists(), "no copy of what could not be analysed");
 }

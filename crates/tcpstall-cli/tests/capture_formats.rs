@@ -17,7 +17,7 @@ use std::time::Duration;
 mod common;
 use common::pcap::*;
 use common::verdicts::*;
-use common::{TempDir, check_refused, parse_report, text};
+use common::{BIN, TempDir, analyze_json, check_refused, parse_report, run, text};
 
 // ---------------------------------------------------------------------------------------------
 // pcapng.
@@ -179,7 +179,7 @@ fn pcap_big_endian_microseconds() {
         .iter()
         .map(|r| PcapRecord::whole(r, r.frame.clone(), false))
         .collect();
-    let bytes = write_pcap(Endian::Big, false, 1, 262_144, &records);
+    let bytes = write_pcap(Endian::Big, false, 1, MAX_RECORD, &records);
     assert_eq!(bytes[..4], [0xa1, 0xb2, 0xc3, 0xd4]);
     check_variant("pcap_be_usec", &bytes, "pcap", Family::V4);
 }
@@ -190,7 +190,7 @@ fn pcap_little_endian_nanoseconds() {
         .iter()
         .map(|r| PcapRecord::whole(r, r.frame.clone(), true))
         .collect();
-    let bytes = write_pcap(Endian::Little, true, 1, 262_144, &records);
+    let bytes = write_pcap(Endian::Little, true, 1, MAX_RECORD, &records);
     assert_eq!(bytes[..4], [0x4d, 0x3c, 0xb2, 0xa1]);
     check_variant("pcap_le_nsec", &bytes, "pcap", Family::V4);
 }
@@ -201,7 +201,7 @@ fn pcap_big_endian_nanoseconds() {
         .iter()
         .map(|r| PcapRecord::whole(r, r.frame.clone(), true))
         .collect();
-    let bytes = write_pcap(Endian::Big, true, 1, 262_144, &records);
+    let bytes = write_pcap(Endian::Big, true, 1, MAX_RECORD, &records);
     assert_eq!(bytes[..4], [0xa1, 0xb2, 0x3c, 0x4d]);
     check_variant("pcap_be_nsec", &bytes, "pcap", Family::V4);
 }
@@ -257,7 +257,7 @@ fn pcapng_timestamp_offset_in_both_byte_orders() {
     let first_time = original["input"]["first_packet_time"].as_f64().unwrap();
     for e in [Endian::Little, Endian::Big] {
         let mut idb = Buf::new(e);
-        idb.u16(1).u16(0).u32(262_144);
+        idb.u16(1).u16(0).u32(MAX_RECORD);
         idb.u16(14).u16(8).u64(OFFSET_SECS);
         idb.u16(0).u16(0);
         let mut bytes = ng_section_header(e);
@@ -424,11 +424,14 @@ fn refuses_file_header_cut_at_10_bytes() {
 
 #[test]
 fn refuses_record_claiming_4_gib() {
-    let mut bytes = write_pcap(Endian::Little, false, 1, 262_144, &[]);
-    let mut record = Buf::new(Endian::Little);
-    record.u32(1_795_305_676).u32(0).u32(u32::MAX).u32(u32::MAX);
-    bytes.extend(record.bytes);
-    bytes.extend_from_slice(&[0u8; 64]);
+    let mut bytes = pcap_header(LINK_ETHERNET);
+    pcap_record(
+        &mut bytes,
+        1_795_305_676_000_000,
+        u32::MAX,
+        u32::MAX,
+        &[0u8; 64],
+    );
     assert_refused("huge_record", &bytes, &["over the", "4294967"]);
 }
 
@@ -474,7 +477,7 @@ fn refuses_udp_only_capture() {
             PcapRecord::whole(r, frame, false)
         })
         .collect();
-    let bytes = write_pcap(Endian::Little, false, 1, 262_144, &records);
+    let bytes = write_pcap(Endian::Little, false, 1, MAX_RECORD, &records);
     assert_refused("udp_only", &bytes, &["no TCP segments"]);
 }
 

@@ -3,16 +3,7 @@
 
 mod common;
 
-use std::process::{Command, Output};
-
-use common::TempDir;
-
-fn tcpstall(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
-        .args(args)
-        .output()
-        .expect("run tcpstall")
-}
+use common::{TempDir, run};
 
 #[test]
 fn usage_errors_are_one_line_and_exit_2() {
@@ -25,7 +16,7 @@ fn usage_errors_are_one_line_and_exit_2() {
         &["no-such-command"],
         &["completions", "tcsh"],
     ] {
-        let out = tcpstall(args);
+        let out = run(args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.starts_with("tcpstall: error: "), "{args:?}: {err}");
@@ -34,7 +25,7 @@ fn usage_errors_are_one_line_and_exit_2() {
     }
     // Help and version are answers, not errors.
     for args in [&["--help"][..], &["analyze", "--help"], &["--version"]] {
-        let out = tcpstall(args);
+        let out = run(args);
         assert!(out.status.success(), "{args:?}");
         assert!(!out.stdout.is_empty(), "{args:?}");
     }
@@ -43,7 +34,7 @@ fn usage_errors_are_one_line_and_exit_2() {
 #[test]
 fn completions_know_every_command_and_flag() {
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
-        let out = tcpstall(&["completions", shell]);
+        let out = run(&["completions", shell]);
         assert!(out.status.success(), "{shell}");
         let script = String::from_utf8_lossy(&out.stdout);
         // Fish names long flags without their dashes (-l annotate).
@@ -55,14 +46,14 @@ fn completions_know_every_command_and_flag() {
 
 #[test]
 fn manual_pages_cover_every_command() {
-    let out = tcpstall(&["man"]);
+    let out = run(&["man"]);
     assert!(out.status.success());
     let page = String::from_utf8_lossy(&out.stdout);
     assert!(page.contains(".TH tcpstall 1"), "{page}");
     assert!(page.contains("analyze"), "{page}");
 
     let dir = TempDir::new("cli_usage", "man");
-    let out = tcpstall(&["man", "--dir", dir.0.to_str().unwrap()]);
+    let out = run(&["man", "--dir", dir.0.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",
@@ -81,7 +72,7 @@ fn manual_pages_cover_every_command() {
     assert!(analyze.contains("fail\\-on\\-stall"), "{analyze}");
 
     let missing = dir.0.join("no-such-dir");
-    let out = tcpstall(&["man", "--dir", missing.to_str().unwrap()]);
+    let out = run(&["man", "--dir", missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
 }
@@ -105,7 +96,7 @@ fn output_paths_are_checked_before_the_work_starts() {
         vec!["lab", "--capture", missing],
         vec!["lab", "--html", here],
     ] {
-        let out = tcpstall(&args);
+        let out = run(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.starts_with("tcpstall: error: --"), "{args:?}: {err}");
@@ -115,7 +106,7 @@ fn output_paths_are_checked_before_the_work_starts() {
     assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 0);
     let page = dir.0.join("r.html");
     let graphs = dir.0.join("graphs");
-    let out = tcpstall(&[
+    let out = run(&[
         "analyze",
         "--html",
         page.to_str().unwrap(),

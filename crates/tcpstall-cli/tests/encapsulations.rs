@@ -7,18 +7,13 @@
 //! checks that the report gives the same stalls as the plain capture: same endpoints
 //! (the inner ones), same classes, holder, delayer, start times and durations.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use serde_json::Value;
 
 mod common;
 use common::compress::{gzip_stored, zstd_raw};
 use common::pcap::*;
 use common::verdicts::*;
-use common::{TempDir, parse_report};
-
-const LINK_ETHERNET: u32 = 1;
+use common::{TempDir, analyze_json, parse_report, run, run_with_stdin};
 
 // ---------------------------------------------------------------------------------------------
 // Headers, built by hand.
@@ -130,7 +125,7 @@ fn pcap_with_frame_lists(link_type: u32, frames: impl Fn(&Record) -> Vec<Vec<u8>
                 .collect::<Vec<_>>()
         })
         .collect();
-    write_pcap(Endian::Little, false, link_type, 262_144, &records)
+    write_pcap(Endian::Little, false, link_type, MAX_RECORD, &records)
 }
 
 fn check(test: &str, link_type: u32, frame: impl Fn(&Record) -> Vec<u8>) {
@@ -708,12 +703,7 @@ fn gzip_pcap_and_pcapng() {
         "pcap",
         "gzip",
     );
-    let e = Endian::Little;
-    let mut pcapng = ng_section_header(e);
-    pcapng.extend(ng_interface(e, 1, None, None));
-    for r in original_records() {
-        pcapng.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
-    }
+    let pcapng = pcapng(Endian::Little, original_records());
     check_compressed("gzip.pcapng.gz", &gzip_stored(&pcapng), "pcapng", "gzip");
 }
 
@@ -724,18 +714,8 @@ fn zstd_pcap() {
 
 #[test]
 fn gzip_from_standard_input() {
-    let mut child = Command::new(BIN)
-        .args(["analyze", "--json", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tcpstall");
-    let mut stdin = child.stdin.take().unwrap();
     let bytes = gzip_stored(original_bytes());
-    let writer = std::thread::spawn(move || stdin.write_all(&bytes));
-    let out = child.wait_with_output().expect("wait for tcpstall");
-    writer.join().unwrap().expect("write to tcpstall");
+    let out = run_with_stdin(&["analyze", "--json", "-"], &bytes);
     let report = parse_report(&out, "gzip stdin");
     assert_same_verdicts(&report, "gzip stdin", "pcap", Family::V4);
     assert_eq!(report["input"]["compression"], "gzip");

@@ -5,26 +5,25 @@ use std::path::PathBuf;
 
 mod common;
 use common::pcap::*;
-use common::verdicts::*;
-use common::{TempDir, text};
+use common::{TempDir, run, text};
 
 /// The shipped seed 002 capture (one connection to port 8000 that stalls), its
 /// connection repeated from `copies` client ports, all in one file.
 fn copies_of_seed002(dir: &TempDir, copies: u16) -> PathBuf {
-    let mut records: Vec<PcapRecord> = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
     for copy in 0..copies {
         for r in original_records() {
-            let mut frame = r.frame.clone();
+            let mut r = r.clone();
             let at = r.tcp_at() + if r.sent_by_client() { 0 } else { 2 };
-            let port = u16::from_be_bytes([frame[at], frame[at + 1]]) + 1 + copy;
-            frame[at..at + 2].copy_from_slice(&port.to_be_bytes());
-            records.push(PcapRecord::whole(r, frame, false));
+            let port = u16::from_be_bytes([r.frame[at], r.frame[at + 1]]) + 1 + copy;
+            r.frame[at..at + 2].copy_from_slice(&port.to_be_bytes());
+            records.push(r);
         }
     }
-    records.sort_by_key(|r| (r.sec, r.frac));
+    records.sort_by_key(|r| (r.sec, r.usec));
     dir.write(
         &format!("copies-{copies}.pcap"),
-        &write_pcap(Endian::Little, false, 1, 262_144, &records),
+        &pcap(LINK_ETHERNET, &records),
     )
 }
 

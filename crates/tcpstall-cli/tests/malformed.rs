@@ -7,13 +7,11 @@
 //! could use analysed (and a warning when something was left out), or 2 with one
 //! `tcpstall: error:` line that says what is wrong and where.
 //!
-//! The encoders are written by hand so that they owe nothing to the reader they test.
+//! The encoders (`tests/common/pcap.rs`) are written by hand so that they owe nothing
+//! to the reader they test.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -21,28 +19,21 @@ use serde_json::Value;
 
 mod common;
 use common::pcap::*;
-use common::{TempDir, check_refused, parse_report, parse_report_with_open_bugs, text};
+use common::verdicts::baseline;
+use common::{
+    TempDir, analyze_json, check_refused, parse_report, parse_report_with_open_bugs, run,
+    run_with_stdin, run_within, text,
+};
 
-const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
 const REGRESSIONS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/regressions");
 /// The shipped capture: 57 packets, one connection, 9 Nagle x delayed-ACK stalls.
 const PACKETS: u64 = 57;
 const STALLS: u64 = 9;
-/// libpcap's MAXIMUM_SNAPLEN, the documented record limit.
-const MAX_RECORD: u32 = 262_144;
 /// The documented pcapng block limit.
 const MAX_BLOCK: u32 = 16 << 20;
 
-const LINK_RAW: u32 = 101;
-
-const FIN: u8 = 0x01;
-const SYN: u8 = 0x02;
-const RST: u8 = 0x04;
-const PSH: u8 = 0x08;
-const ACK: u8 = 0x10;
-
 // ---------------------------------------------------------------------------------------------
-// The shipped capture, and encoders for classic pcap and pcapng.
+// The shipped capture, and running the binary on what the tests make of it.
 // ---------------------------------------------------------------------------------------------
 
 /// Byte offsets in the shipped file where each record ends.
@@ -58,151 +49,6 @@ fn original_record_ends() -> Vec<usize> {
         .collect()
 }
 
-/// A classic little-endian microsecond pcap file header.
-fn pcap_header(link_type: u32) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&4u16.to_le_bytes());
-    out.extend_from_slice(&[0; 8]); // thiszone, sigfigs
-    out.extend_from_slice(&MAX_RECORD.to_le_bytes());
-    out.extend_from_slice(&link_type.to_le_bytes());
-    out
-}
-
-/// One classic pcap record header and its data.
-fn pcap_record(out: &mut Vec<u8>, micros: u64, caplen: u32, orig_len: u32, data: &[u8]) {
-    out.extend_from_slice(&((micros / 1_000_000) as u32).to_le_bytes());
-    out.extend_from_slice(&((micros % 1_000_000) as u32).to_le_bytes());
-    out.extend_from_slice(&caplen.to_le_bytes());
-    out.extend_from_slice(&orig_len.to_le_bytes());
-    out.extend_from_slice(data);
-}
-
-/// A pcap of `records` with the given link type.
-fn pcap(link_type: u32, records: &[Record]) -> Vec<u8> {
-    let mut out = pcap_header(link_type);
-    for r in records {
-        let len = r.frame.len() as u32;
-        pcap_record(&mut out, r.micros(), len, len, &r.frame);
-    }
-    out
-}
-
-/// The shipped capture as pcapng: one Ethernet interface in microseconds.
-fn pcapng(e: Endian, records: &[Record]) -> Vec<u8> {
-    let mut out = ng_section_header(e);
-    out.extend(ng_interface(e, 1, None, None));
-    for r in records {
-        out.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
-    }
-    out
-}
-
-// ---------------------------------------------------------------------------------------------
-// Packets built from scratch: IPv4 and TCP, no options.
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy)]
-struct Tcp {
-    src: ([u8; 4], u16),
-    dst: ([u8; 4], u16),
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    payload: usize,
-}
-
-impl Tcp {
-    /// An IPv4 packet (raw IP link type) carrying this segment; the payload is zeros.
-    fn ipv4(&self) -> Vec<u8> {
-        let total = 20 + 20 + self.payload;
-        let mut p = vec![0x45, 0];
-        p.extend_from_slice(&(total as u16).to_be_bytes());
-        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]); // id, DF, TTL, TCP, checksum
-        p.extend_from_slice(&self.src.0);
-        p.extend_from_slice(&self.dst.0);
-        p.extend_from_slice(&self.src.1.to_be_bytes());
-        p.extend_from_slice(&self.dst.1.to_be_bytes());
-        p.extend_from_slice(&self.seq.to_be_bytes());
-        p.extend_from_slice(&self.ack.to_be_bytes());
-        p.push(5 << 4);
-        p.push(self.flags);
-        p.extend_from_slice(&65_535u16.to_be_bytes());
-        p.extend_from_slice(&[0; 4]); // checksum, urgent pointer
-        p.resize(total, 0);
-        p
-    }
-
-    /// The same packet in an Ethernet frame.
-    fn ethernet(&self) -> Vec<u8> {
-        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1];
-        f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
-        f.extend(self.ipv4());
-        f
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Running the binary.
-// ---------------------------------------------------------------------------------------------
-
-/// Runs `tcpstall` and fails the test on a panic or when it outlives `limit`.
-fn run_within(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run tcpstall");
-    // Read the pipes on their own threads so a large report cannot block the child.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut stdout, &mut buf).map(|_| buf)
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut stderr, &mut buf).map(|_| buf)
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for tcpstall") {
-            break status;
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("tcpstall {args:?} still running after {limit:?}: a hang");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let out = Output {
-        status,
-        stdout: out_reader.join().unwrap().expect("read stdout"),
-        stderr: err_reader.join().unwrap().expect("read stderr"),
-    };
-    let stderr = text(&out.stderr);
-    assert!(
-        !stderr.contains("panicked") && out.status.code().is_some(),
-        "tcpstall {args:?} crashed ({:?}):\n{stderr}",
-        out.status
-    );
-    out
-}
-
-fn run(args: &[&str]) -> Output {
-    run_within(args, Duration::from_secs(30))
-}
-
-/// `tcpstall analyze --json` on a file that must be analysed (exit status 0).
-fn analyze_json(path: &Path) -> Value {
-    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
-    parse_report(&out, &path.display().to_string())
-}
-
 /// Writes `bytes`, runs `tcpstall analyze --json` on it and returns the report.
 fn report_of(test: &str, name: &str, bytes: &[u8]) -> Value {
     let dir = TempDir::new("malformed", test);
@@ -216,15 +62,6 @@ fn assert_refused(test: &str, name: &str, bytes: &[u8], needles: &[&str]) -> Str
     let path = dir.write(name, bytes);
     let out = run(&["analyze", path.to_str().unwrap()]);
     check_refused(&out, test, needles)
-}
-
-/// What the shipped capture reports: each stall's (start, duration).
-fn baseline_stalls() -> &'static [(f64, f64)] {
-    static STARTS: OnceLock<Vec<(f64, f64)>> = OnceLock::new();
-    STARTS.get_or_init(|| {
-        let report = analyze_json(Path::new(ORIGINAL));
-        stall_times(&report["connections"][0])
-    })
 }
 
 fn stall_times(connection: &Value) -> Vec<(f64, f64)> {
@@ -257,8 +94,9 @@ fn assert_original_stalls(report: &Value, what: &str) {
     );
     assert_eq!(connection["verdict"], "nagle-delayed-ack-stalls", "{what}");
     let got = stall_times(connection);
-    assert_eq!(got.len(), baseline_stalls().len(), "{what}: stalls listed");
-    for (i, (g, b)) in got.iter().zip(baseline_stalls()).enumerate() {
+    let original = &baseline().stalls;
+    assert_eq!(got.len(), original.len(), "{what}: stalls listed");
+    for (i, (g, b)) in got.iter().zip(original).enumerate() {
         assert!(
             (g.0 - b.0).abs() < 2e-6 && (g.1 - b.1).abs() < 2e-6,
             "{what}: stall {i} at {g:?}, originally {b:?}"
@@ -418,17 +256,7 @@ fn pcapng_cut_at_every_byte_of_the_first_five_blocks() {
 fn capture_cut_mid_record_through_a_pipe_is_a_warning() {
     let bytes = original_bytes();
     let cut = bytes.len() - 7;
-    let mut child = Command::new(BIN)
-        .args(["analyze", "--json", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tcpstall");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&bytes[..cut]).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+    let out = run_with_stdin(&["analyze", "--json", "-"], &bytes[..cut]);
     let report = parse_report(&out, "pipe");
     assert_eq!(report["input"]["packets"].as_u64(), Some(PACKETS - 1));
     assert!(

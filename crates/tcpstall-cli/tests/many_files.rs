@@ -8,19 +8,13 @@ mod common;
 use common::compress::gzip_stored;
 use common::pcap::*;
 use common::verdicts::*;
-use common::{TempDir, check_refused, parse_report, text};
+use common::{TempDir, check_refused, parse_report, run, text};
 
 /// The shipped records as classic pcap files, one per group of `groups`.
 fn pcap_files(groups: &[Vec<Record>]) -> Vec<Vec<u8>> {
     groups
         .iter()
-        .map(|records| {
-            let records: Vec<PcapRecord> = records
-                .iter()
-                .map(|r| PcapRecord::whole(r, r.frame.clone(), false))
-                .collect();
-            write_pcap(Endian::Little, false, 1, 262_144, &records)
-        })
+        .map(|records| pcap(LINK_ETHERNET, records))
         .collect()
 }
 
@@ -127,12 +121,7 @@ fn two_capture_points_interleaved_in_time() {
 #[test]
 fn pcap_and_pcapng_files_together() {
     let parts = ring(2);
-    let e = Endian::Big;
-    let mut pcapng = ng_section_header(e);
-    pcapng.extend(ng_interface(e, 1, None, None));
-    for r in &parts[1] {
-        pcapng.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
-    }
+    let pcapng = pcapng(Endian::Big, &parts[1]);
     let dir = TempDir::new("many-files", "mixed");
     let first = pcap_files(&parts[..1]).remove(0);
     let paths = write_all(&dir, &["a.pcap", "b.pcapng"], &[first, pcapng]);

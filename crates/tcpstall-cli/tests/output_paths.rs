@@ -8,23 +8,9 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
-use common::{TempDir, check_refused, text};
-
-fn shipped(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../captures")
-        .join(name)
-}
-
-fn tcpstall(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
-        .args(args.iter().map(|a| a.as_ref()))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tcpstall")
-}
+use common::{BIN, TempDir, check_refused, run, shipped, text};
 
 /// A directory holding copies of the three seed 002 captures, as `cp captures/seed002-*
 /// ring/` makes it; returns the copies in the order a shell glob lists them.
@@ -47,7 +33,7 @@ fn ring(dir: &TempDir) -> Vec<PathBuf> {
 /// Runs `args`, checks the refusal and that each of `kept` has the bytes it had before.
 fn refused(what: &str, args: &[&dyn AsRef<std::ffi::OsStr>], kept: &[&Path], needles: &[&str]) {
     let before: Vec<Vec<u8>> = kept.iter().map(|p| fs::read(p).unwrap()).collect();
-    let out = tcpstall(args);
+    let out = run(args);
     check_refused(&out, what, needles);
     for (path, bytes) in kept.iter().zip(&before) {
         assert_eq!(
@@ -105,7 +91,7 @@ fn analyze_html_may_replace_an_older_report() {
     let dir = TempDir::new("output_paths", "older_report");
     let files = ring(&dir);
     let html = dir.write("report.html", b"<!doctype html><p>an older report");
-    let out = tcpstall(&[&"analyze", &"--html", &html, &files[2]]);
+    let out = run(&[Path::new("analyze"), Path::new("--html"), &html, &files[2]]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let page = fs::read_to_string(&html).unwrap();
     assert!(!page.contains("an older report"));
@@ -117,7 +103,7 @@ fn analyze_html_from_standard_input_is_not_that_file() {
     let dir = TempDir::new("output_paths", "stdin");
     let files = ring(&dir);
     let before = fs::read(&files[2]).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+    let out = Command::new(BIN)
         .arg("analyze")
         .arg("--html")
         .arg(&files[2])
@@ -238,7 +224,7 @@ fn simulate_truth_refuses_the_inputs_and_an_existing_capture() {
     );
     // An older ground truth is replaced.
     let truth = dir.write("truth.json", b"{\"an_older_truth\": true}");
-    let out = tcpstall(&[&"simulate", &"--truth", &truth]);
+    let out = run(&[Path::new("simulate"), Path::new("--truth"), &truth]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         !fs::read_to_string(&truth)

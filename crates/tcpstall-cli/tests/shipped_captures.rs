@@ -2,36 +2,11 @@
 //! Linux kernel over loopback (`scripts/record-captures.sh`).
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
 mod common;
-use common::{TempDir, text};
-
-fn capture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../captures")
-        .join(name)
-}
-
-fn tcpstall(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tcpstall"))
-        .args(args)
-        .output()
-        .expect("run tcpstall")
-}
-
-fn analyze_json(name: &str) -> Value {
-    let path = capture(name);
-    let out = tcpstall(&["analyze", "--json", path.to_str().unwrap()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
+use common::{TempDir, analyze_json, run, shipped, text};
 
 fn only_connection(report: &Value) -> &Value {
     assert_eq!(report["schema_version"], 3);
@@ -51,7 +26,7 @@ fn stalls_of_class<'a>(connection: &'a Value, class: &str) -> Vec<&'a Value> {
 
 #[test]
 fn seed002_two_writes_then_read_stalls_on_every_round_trip_after_the_first() {
-    let report = analyze_json("seed002-two-writes.pcap");
+    let report = analyze_json(&shipped("seed002-two-writes.pcap"));
     let c = only_connection(&report);
     assert_eq!(c["server"], "127.0.0.1:8000");
     assert!(c["client"].as_str().unwrap().starts_with("127.0.0.1:"));
@@ -97,7 +72,7 @@ fn seed002_two_writes_then_read_stalls_on_every_round_trip_after_the_first() {
 #[test]
 fn seed002_fixed_variants_do_not_stall() {
     for name in ["seed002-one-write.pcap", "seed002-nodelay.pcap"] {
-        let report = analyze_json(name);
+        let report = analyze_json(&shipped(name));
         let c = only_connection(&report);
         assert_eq!(c["stalls"].as_array().unwrap().len(), 0, "{name}: {c:#}");
         assert_eq!(c["verdict"], "no-stall", "{name}");
@@ -106,7 +81,7 @@ fn seed002_fixed_variants_do_not_stall() {
 
 #[test]
 fn server_sleeping_before_a_one_write_reply_is_app_think_time_not_nagle() {
-    let report = analyze_json("server-sleep-40ms.pcap");
+    let report = analyze_json(&shipped("server-sleep-40ms.pcap"));
     let c = only_connection(&report);
     assert!(stalls_of_class(c, "nagle-delayed-ack").is_empty(), "{c:#}");
     assert_eq!(c["stall_count"], 0);
@@ -121,7 +96,7 @@ fn server_sleeping_before_a_one_write_reply_is_app_think_time_not_nagle() {
 
 #[test]
 fn bulk_transfer_of_100_megabytes_does_not_stall() {
-    let report = analyze_json("bulk-100MB.pcap");
+    let report = analyze_json(&shipped("bulk-100MB.pcap"));
     let c = only_connection(&report);
     assert_eq!(c["bytes_client_to_server"], 100_000_000u64);
     assert_eq!(c["stall_count"], 0);
@@ -130,20 +105,20 @@ fn bulk_transfer_of_100_megabytes_does_not_stall() {
 
 #[test]
 fn fail_on_stall_sets_the_exit_status() {
-    let stalled = capture("seed002-two-writes.pcap");
-    let clean = capture("seed002-one-write.pcap");
-    let out = tcpstall(&["analyze", "--fail-on-stall", stalled.to_str().unwrap()]);
+    let stalled = shipped("seed002-two-writes.pcap");
+    let clean = shipped("seed002-one-write.pcap");
+    let out = run(&["analyze", "--fail-on-stall", stalled.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    let out = tcpstall(&["analyze", "--fail-on-stall", clean.to_str().unwrap()]);
+    let out = run(&["analyze", "--fail-on-stall", clean.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
-    let out = tcpstall(&["analyze", stalled.to_str().unwrap()]);
+    let out = run(&["analyze", stalled.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0));
 }
 
 #[test]
 fn text_report_names_the_stall_its_actors_and_the_fix() {
-    let path = capture("seed002-two-writes.pcap");
-    let out = tcpstall(&["analyze", "--stalls", path.to_str().unwrap()]);
+    let path = shipped("seed002-two-writes.pcap");
+    let out = run(&["analyze", "--stalls", path.to_str().unwrap()]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains("stalls: Nagle's algorithm waited for delayed ACKs"),
@@ -159,13 +134,13 @@ fn text_report_names_the_stall_its_actors_and_the_fix() {
 
 #[test]
 fn host_and_port_filters_select_connections() {
-    let path = capture("seed002-two-writes.pcap");
+    let path = shipped("seed002-two-writes.pcap");
     let path = path.to_str().unwrap();
     let count = |args: &[&str]| -> usize {
         let mut all = vec!["analyze", "--json"];
         all.extend_from_slice(args);
         all.push(path);
-        let out = tcpstall(&all);
+        let out = run(&all);
         assert!(out.status.success());
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         report["connections"].as_array().unwrap().len()
@@ -179,8 +154,8 @@ fn host_and_port_filters_select_connections() {
 
 #[test]
 fn min_gap_above_the_stalls_hides_them_and_bad_values_are_refused() {
-    let path = capture("seed002-two-writes.pcap");
-    let out = tcpstall(&[
+    let path = shipped("seed002-two-writes.pcap");
+    let out = run(&[
         "analyze",
         "--json",
         "--min-gap",
@@ -189,7 +164,7 @@ fn min_gap_above_the_stalls_hides_them_and_bad_values_are_refused() {
     ]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["summary"]["stalls"], 0);
-    let out = tcpstall(&["analyze", "--min-gap=0", path.to_str().unwrap()]);
+    let out = run(&["analyze", "--min-gap=0", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--min-gap"), "{err}");
@@ -197,7 +172,7 @@ fn min_gap_above_the_stalls_hides_them_and_bad_values_are_refused() {
 
 #[test]
 fn missing_file_is_a_one_line_error() {
-    let out = tcpstall(&["analyze", "/nonexistent/capture.pcap"]);
+    let out = run(&["analyze", "/nonexistent/capture.pcap"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -214,7 +189,7 @@ fn seed002_copies(dir: &TempDir, copies: u16) -> PathBuf {
     use tcpstall_core::capture::{CaptureReader, PcapWriter, decode_packet};
 
     let mut segments = Vec::new();
-    CaptureReader::new(File::open(capture("seed002-two-writes.pcap")).unwrap())
+    CaptureReader::new(File::open(shipped("seed002-two-writes.pcap")).unwrap())
         .unwrap()
         .for_each_packet(|packet| segments.push(decode_packet(packet).unwrap()))
         .unwrap();
@@ -245,7 +220,7 @@ fn top_limits_the_connections_shown_in_detail_and_totals_cover_all() {
     let path = seed002_copies(&dir, 30);
     let file = path.to_str().unwrap();
     let shown = |args: &[&str]| {
-        let out = tcpstall(args);
+        let out = run(args);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let report = text(&out.stdout);
         (report.matches("  verdict:").count(), report)
@@ -268,7 +243,7 @@ fn top_limits_the_connections_shown_in_detail_and_totals_cover_all() {
 
     // Connections are split between two tracking threads by a hash of their endpoints;
     // every one of them is diagnosed whole, whichever thread had it.
-    let out = tcpstall(&["analyze", "--json", file]);
+    let out = run(&["analyze", "--json", file]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let connections = report["connections"].as_array().unwrap();
     assert_eq!(connections.len(), 30);

@@ -141,7 +141,7 @@ pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accu
             detected.insert(
                 (e.end, sender),
                 Detected {
-                    label: Label::from_class(e.class),
+                    label: Label::Class(e.class),
                     basis: e.evidence.basis.names().join(" > "),
                 },
             );

@@ -99,62 +99,52 @@ pub struct WriteRecord {
     pub cause: WriteCause,
 }
 
-/// The true class of a gap: the detector's six, or no gap at all (path time only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// The true class of a gap: one of the detector's classes, or no gap at all (path time
+/// only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Label {
-    NagleDelayedAck,
-    DelayedAck,
-    AppThinkTime,
-    ReceiverWindow,
-    RetransmissionTimeout,
-    Unexplained,
+    Class(StallClass),
     NoGap,
+}
+
+/// Written as its name.
+impl Serialize for Label {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
 }
 
 impl Label {
     /// The detector's classes and no gap.
     pub const COUNT: usize = StallClass::COUNT + 1;
 
-    pub const ALL: [Label; Self::COUNT] = [
-        Label::NagleDelayedAck,
-        Label::DelayedAck,
-        Label::AppThinkTime,
-        Label::ReceiverWindow,
-        Label::RetransmissionTimeout,
-        Label::Unexplained,
-        Label::NoGap,
-    ];
+    /// The classes in their order, then no gap: `Label::index` is a position here.
+    pub const ALL: [Label; Self::COUNT] = {
+        let mut all = [Label::NoGap; Self::COUNT];
+        let mut i = 0;
+        while i < StallClass::COUNT {
+            all[i] = Label::Class(StallClass::ALL[i]);
+            i += 1;
+        }
+        all
+    };
 
     pub fn name(self) -> &'static str {
         match self {
-            Label::NagleDelayedAck => "nagle-delayed-ack",
-            Label::DelayedAck => "delayed-ack",
-            Label::AppThinkTime => "app-think-time",
-            Label::ReceiverWindow => "receiver-window",
-            Label::RetransmissionTimeout => "retransmission-timeout",
-            Label::Unexplained => "unexplained",
+            Label::Class(class) => class.name(),
             Label::NoGap => "no-gap",
         }
     }
 
     pub fn index(self) -> usize {
-        self as usize
-    }
-
-    pub fn from_class(class: StallClass) -> Label {
-        match class {
-            StallClass::NagleDelayedAck => Label::NagleDelayedAck,
-            StallClass::DelayedAck => Label::DelayedAck,
-            StallClass::AppThinkTime => Label::AppThinkTime,
-            StallClass::ReceiverWindow => Label::ReceiverWindow,
-            StallClass::RetransmissionTimeout => Label::RetransmissionTimeout,
-            StallClass::Unexplained => Label::Unexplained,
+        match self {
+            Label::Class(class) => class.index(),
+            Label::NoGap => StallClass::COUNT,
         }
     }
 
     pub fn is_stall(self) -> bool {
-        matches!(self, Label::NagleDelayedAck | Label::DelayedAck)
+        matches!(self, Label::Class(class) if class.is_tcp_stall())
     }
 
     fn bit(self) -> u8 {
@@ -345,17 +335,17 @@ impl TruthInputs<'_> {
     /// answered by at least the threshold, is the application's time; otherwise path time.
     fn write_label(&self, write: Option<(WriteCause, Nanos)>) -> (Label, u8) {
         match write {
-            Some((WriteCause::OwnClock, _)) | None => (Label::AppThinkTime, 0),
+            Some((WriteCause::OwnClock, _)) | None => (Label::Class(StallClass::AppThinkTime), 0),
             Some((WriteCause::Reply { arrived }, at)) => {
                 let late = at - arrived;
                 let near = (late - self.min_gap).abs() <= BORDERLINE;
                 let also = if near {
-                    Label::AppThinkTime.bit() | Label::NoGap.bit()
+                    Label::Class(StallClass::AppThinkTime).bit() | Label::NoGap.bit()
                 } else {
                     0
                 };
                 if late >= self.min_gap {
-                    (Label::AppThinkTime, also)
+                    (Label::Class(StallClass::AppThinkTime), also)
                 } else {
                     (Label::NoGap, also)
                 }
@@ -382,19 +372,25 @@ impl TruthInputs<'_> {
                     // Held by loss recovery, not by Nagle or a window: either stall
                     // class names the timer that held the releasing ACK.
                     Some(delay) if delay >= self.min_gap => {
-                        Label::DelayedAck.bit() | Label::NagleDelayedAck.bit()
+                        Label::Class(StallClass::DelayedAck).bit()
+                            | Label::Class(StallClass::NagleDelayedAck).bit()
                     }
                     _ => Label::NoGap.bit(),
                 };
                 return (
-                    Label::RetransmissionTimeout,
+                    Label::Class(StallClass::RetransmissionTimeout),
                     also,
                     false,
                     Cause::Retransmitted { by_timer },
                 );
             }
             SegmentKind::WindowProbe => {
-                return (Label::ReceiverWindow, 0, false, Cause::WindowProbe);
+                return (
+                    Label::Class(StallClass::ReceiverWindow),
+                    0,
+                    false,
+                    Cause::WindowProbe,
+                );
             }
             _ => {}
         }
@@ -455,9 +451,9 @@ impl TruthInputs<'_> {
             | HoldReason::ReceiveWindow
             | HoldReason::SendBuffer => {
                 let class = if reason == HoldReason::Nagle {
-                    Label::NagleDelayedAck
+                    Label::Class(StallClass::NagleDelayedAck)
                 } else {
-                    Label::DelayedAck
+                    Label::Class(StallClass::DelayedAck)
                 };
                 match timer_delay {
                     Some(delay) => stall(class, delay),
@@ -467,8 +463,8 @@ impl TruthInputs<'_> {
                         // released what the sender held (Linux __tcp_cleanup_rbuf sends the
                         // pending ACK on that read): the stall class is accepted too.
                         (
-                            Label::AppThinkTime,
-                            Label::ReceiverWindow.bit() | class.bit(),
+                            Label::Class(StallClass::AppThinkTime),
+                            Label::Class(StallClass::ReceiverWindow).bit() | class.bit(),
                             false,
                         )
                     }
@@ -477,20 +473,26 @@ impl TruthInputs<'_> {
             }
             HoldReason::PeerWindow => {
                 if short_hold && !window_opened {
-                    (app, app_also | Label::ReceiverWindow.bit(), false)
+                    (
+                        app,
+                        app_also | Label::Class(StallClass::ReceiverWindow).bit(),
+                        false,
+                    )
                 } else {
                     let also = match timer_delay {
-                        Some(delay) if delay >= self.min_gap => Label::DelayedAck.bit(),
+                        Some(delay) if delay >= self.min_gap => {
+                            Label::Class(StallClass::DelayedAck).bit()
+                        }
                         _ => 0,
                     };
-                    (Label::ReceiverWindow, also, false)
+                    (Label::Class(StallClass::ReceiverWindow), also, false)
                 }
             }
             HoldReason::Cork | HoldReason::Autocork => {
                 if short_hold {
                     (app, app_also, false)
                 } else {
-                    (Label::AppThinkTime, 0, false)
+                    (Label::Class(StallClass::AppThinkTime), 0, false)
                 }
             }
         };
@@ -637,7 +639,7 @@ impl TruthInputs<'_> {
             observable = false;
         }
         if !observable {
-            also |= Label::Unexplained.bit();
+            also |= Label::Class(StallClass::Unexplained).bit();
         }
         TruthGap {
             start,
@@ -660,15 +662,23 @@ impl TruthInputs<'_> {
 mod label_tests {
     use super::*;
 
-    /// The truth's labels are the detector's classes, in the same order, and no gap.
+    /// The truth's labels are the detector's classes, in the same order, and no gap
+    /// last; each is written in JSON as its name.
     #[test]
     fn labels_are_the_classes_and_no_gap() {
         for class in StallClass::ALL {
-            let label = Label::from_class(class);
+            let label = Label::Class(class);
             assert_eq!(label.index(), class.index());
             assert_eq!(label.name(), class.name());
+            assert_eq!(label.is_stall(), class.is_tcp_stall());
             assert_eq!(Label::ALL[class.index()], label);
         }
         assert_eq!(Label::ALL[StallClass::COUNT], Label::NoGap);
+        assert_eq!(Label::NoGap.index(), StallClass::COUNT);
+        for (position, label) in Label::ALL.into_iter().enumerate() {
+            assert_eq!(label.index(), position);
+            let json = serde_json::to_string(&label).expect("a label is written");
+            assert_eq!(json, format!("\"{}\"", label.name()));
+        }
     }
 }

@@ -10,11 +10,8 @@ use tcpstall_sim::infer::{self, Limits};
 use tcpstall_sim::sweep::compare_fixes;
 use tcpstall_sim::{ScenarioFile, run};
 
-fn scenario(name: &str) -> ScenarioFile {
-    let path = format!("{}/../../scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).expect("scenario file");
-    ScenarioFile::from_toml(&text).expect("scenario parses")
-}
+mod common;
+use common::scenario_file;
 
 /// The simulated capture of `file`, analyzed, its worst connection's fixes simulated.
 fn analyzed(file: &ScenarioFile) -> ConnectionDiagnosis {
@@ -45,7 +42,7 @@ fn compare_name(kind: FixKind) -> Option<&'static str> {
 
 /// Each predicted speed-up against `simulate --compare`: (fix, predicted, compare).
 fn figures(name: &str) -> Vec<(String, f64, f64)> {
-    let file = scenario(name);
+    let file = scenario_file(name);
     let compare = compare_fixes(&file).expect("compare runs");
     let c = analyzed(&file);
     assert!(c.stall_count > 0, "{name}: the capture stalls");
@@ -163,7 +160,7 @@ fn shipped_seed002_capture() {
     assert!(pipelined.stalled_share > 0.0 && pipelined.stalled_share < 1.0);
     assert!(pipelined.speedup > 2.0 && pipelined.speedup < one_write.speedup / 5.0);
     // Against the scenario file of seed 002 under `simulate --compare` (2.3x).
-    let compare = compare_fixes(&scenario("seed002-two-writes.toml")).expect("compare runs");
+    let compare = compare_fixes(&scenario_file("seed002-two-writes.toml")).expect("compare runs");
     let expected = compare
         .iter()
         .find(|v| v.name == "two requests in flight")
@@ -185,7 +182,7 @@ fn shipped_seed002_capture() {
 fn pipelining_seed002_as_the_lab_measured_it() {
     const LAB_STALLED: std::ops::RangeInclusive<usize> = 8..=13;
     const LAB_MEDIAN_SPEEDUP: f64 = 76.3 / 24.0;
-    let mut file = scenario("seed002-two-writes.toml");
+    let mut file = scenario_file("seed002-two-writes.toml");
     file.workload.transactions = 20;
     let compare = compare_fixes(&file).expect("compare runs");
     let pipelined = compare

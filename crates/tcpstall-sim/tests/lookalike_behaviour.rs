@@ -4,6 +4,7 @@
 //! captures, two responses read in one call, a path that stops forwarding for a while, a
 //! reader that stops, urgent data.
 
+use tcpstall_core::detect::StallClass;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 use tcpstall_sim::RunResult;
 use tcpstall_sim::endpoint::SegmentKind;
@@ -13,17 +14,8 @@ use tcpstall_sim::truth::Label;
 
 const MS: Nanos = NANOS_PER_MILLI;
 
-fn run(file: &ScenarioFile) -> RunResult {
-    tcpstall_sim::run(&file.resolve().expect("valid scenario"), true)
-}
-
-fn scenario(client: &str, server: &str, pattern: &str) -> ScenarioFile {
-    let mut file = ScenarioFile::default();
-    file.client.stack = client.into();
-    file.server.stack = server.into();
-    file.workload.pattern = pattern.into();
-    file
-}
+mod common;
+use common::{run, scenario};
 
 /// A one-way stream of 8 KB blocks into a server that reads `read` bytes every
 /// `interval_ms` from a buffer of `rcvbuf` bytes.
@@ -128,7 +120,12 @@ fn the_persist_timer_probes_a_closed_window_with_backoff() {
             .iter()
             .any(|c| c.segment.kind == SegmentKind::ProbeAnswer)
     );
-    assert!(result.gaps.iter().any(|g| g.label == Label::ReceiverWindow));
+    assert!(
+        result
+            .gaps
+            .iter()
+            .any(|g| g.label == Label::Class(StallClass::ReceiverWindow))
+    );
 }
 
 #[test]
@@ -185,7 +182,10 @@ fn a_nodelay_sender_on_its_period_ignores_acks() {
     // Every gap is the application's period.
     assert!(!result.gaps.is_empty());
     assert!(
-        result.gaps.iter().all(|g| g.label == Label::AppThinkTime),
+        result
+            .gaps
+            .iter()
+            .all(|g| g.label == Label::Class(StallClass::AppThinkTime)),
         "{:?}",
         result.gaps.iter().map(|g| g.label).collect::<Vec<_>>()
     );
@@ -206,7 +206,12 @@ fn a_linux_receiver_acks_a_pushed_segment_when_it_is_read_late() {
             .iter()
             .any(|c| c.segment.from == SERVER && c.segment.kind == SegmentKind::ReadAck)
     );
-    assert!(result.gaps.iter().all(|g| g.label == Label::AppThinkTime));
+    assert!(
+        result
+            .gaps
+            .iter()
+            .all(|g| g.label == Label::Class(StallClass::AppThinkTime))
+    );
 }
 
 fn through_bottleneck(bps: Option<f64>) -> ScenarioFile {
@@ -256,12 +261,9 @@ fn a_bottleneck_queue_delays_the_acks() {
     );
     // Holds released by those late but prompt ACKs are path time, not stalls.
     assert!(loaded.stalls.is_empty());
-    assert!(
-        loaded
-            .gaps
-            .iter()
-            .all(|g| !g.label.is_stall() && g.label != Label::AppThinkTime || g.sender == SERVER)
-    );
+    assert!(loaded.gaps.iter().all(|g| !g.label.is_stall()
+        && g.label != Label::Class(StallClass::AppThinkTime)
+        || g.sender == SERVER));
 }
 
 #[test]
@@ -298,7 +300,7 @@ fn a_lossy_capture_misses_records_and_the_link_does_not() {
             .gaps
             .iter()
             .filter(|g| !g.observable)
-            .all(|g| g.accepts(Label::Unexplained))
+            .all(|g| g.accepts(Label::Class(StallClass::Unexplained)))
     );
 }
 
@@ -323,7 +325,11 @@ fn a_late_reader_takes_two_responses_in_one_call_and_writes_two_requests() {
     assert_eq!(back_to_back_requests(&prompt), 0);
     assert!(back_to_back_requests(&late) > 0);
     // The pieces of the second request wait behind the first one's: real stalls.
-    assert!(late.gaps.iter().any(|g| g.label == Label::NagleDelayedAck));
+    assert!(
+        late.gaps
+            .iter()
+            .any(|g| g.label == Label::Class(StallClass::NagleDelayedAck))
+    );
 }
 
 #[test]
@@ -335,7 +341,7 @@ fn offloaded_captures_keep_their_stalls_in_the_truth() {
     let stalls = result
         .gaps
         .iter()
-        .filter(|g| g.label == Label::NagleDelayedAck)
+        .filter(|g| g.label == Label::Class(StallClass::NagleDelayedAck))
         .count();
     assert_eq!(stalls, result.stalls.len());
     assert!(stalls >= 8, "{stalls}");

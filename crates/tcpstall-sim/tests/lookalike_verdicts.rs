@@ -75,7 +75,7 @@ fn a_sender_seen_without_nagle_is_not_held_by_a_late_ack() {
         j.describe()
     );
     assert!(gap.end - ack.time < MS, "{}", j.describe());
-    assert_eq!(gap.label, Label::AppThinkTime);
+    assert_eq!(gap.label, Label::Class(StallClass::AppThinkTime));
     assert_eq!(event.class, StallClass::AppThinkTime, "{}", j.describe());
     assert!(event.evidence.basis.contains(Link::SenderNotUsingNagle));
 }
@@ -124,7 +124,12 @@ fn a_burst_that_fills_the_window_is_receiver_window() {
     j.assert_no_false_stall();
     let gaps = gaps_of(&j, CLIENT, 1448);
     for (gap, event) in gaps {
-        assert_eq!(gap.label, Label::ReceiverWindow, "{}", gap.describe());
+        assert_eq!(
+            gap.label,
+            Label::Class(StallClass::ReceiverWindow),
+            "{}",
+            gap.describe()
+        );
         assert_eq!(event.class, StallClass::ReceiverWindow, "{}", j.describe());
         assert!(
             [
@@ -213,7 +218,7 @@ fn a_bare_fin_is_never_the_held_segment() {
         j.describe()
     );
     assert!(gap.end - ack.time < 2 * MS);
-    assert_eq!(gap.label, Label::AppThinkTime);
+    assert_eq!(gap.label, Label::Class(StallClass::AppThinkTime));
     assert!(
         event.evidence.basis.contains(Link::BareFin),
         "{}",
@@ -353,7 +358,7 @@ fn a_release_later_than_the_path_allows_is_no_stall_whatever_tsecr_says() {
             let ack = previous_from(&j, gap, SERVER);
             assert_eq!(ack.segment.kind, SegmentKind::DelayedAck);
             assert!((7 * MS..9 * MS).contains(&(gap.end - ack.time)));
-            assert_eq!(gap.label, Label::AppThinkTime);
+            assert_eq!(gap.label, Label::Class(StallClass::AppThinkTime));
             assert!(
                 event.evidence.basis.contains(Link::LeftLongAfterAck),
                 "{}",
@@ -381,12 +386,14 @@ fn a_record_larger_than_the_mss_is_never_held_by_nagle() {
         .filter(|(g, _)| g.sender == CLIENT && g.bytes > mss)
         .collect();
     assert!(
-        large.iter().any(|(g, _)| g.label == Label::DelayedAck),
+        large
+            .iter()
+            .any(|(g, _)| g.label == Label::Class(StallClass::DelayedAck)),
         "no record larger than the MSS released by a delayed ACK\n{}",
         j.describe()
     );
     for (gap, event) in large {
-        assert_ne!(gap.label, Label::NagleDelayedAck);
+        assert_ne!(gap.label, Label::Class(StallClass::NagleDelayedAck));
         let event = event.unwrap_or_else(|| panic!("{}", j.describe()));
         assert_ne!(event.class, StallClass::NagleDelayedAck, "{}", j.describe());
     }
@@ -419,7 +426,7 @@ fn urgent_data_does_not_count_against_nagle() {
     j.assert_no_false_stall();
     assert_eq!(j.diagnosis.stall_count, 2, "{}", j.describe());
     for (gap, event) in gaps_of(&j, SERVER, 2) {
-        assert_eq!(gap.label, Label::NagleDelayedAck);
+        assert_eq!(gap.label, Label::Class(StallClass::NagleDelayedAck));
         assert_eq!(event.class, StallClass::NagleDelayedAck, "{}", j.describe());
     }
 }
@@ -437,7 +444,7 @@ fn path_latency_is_not_think_time() {
     let j = judge(&file);
     j.assert_no_false_stall();
     for (gap, event) in gaps_of(&j, SERVER, 1406) {
-        assert_eq!(gap.label, Label::AppThinkTime);
+        assert_eq!(gap.label, Label::Class(StallClass::AppThinkTime));
         assert_eq!(event.class, StallClass::AppThinkTime, "{}", j.describe());
         let idle = event.idle.expect("an idle time");
         let think = 16 * MS;

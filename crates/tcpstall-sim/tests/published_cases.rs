@@ -8,13 +8,8 @@ use tcpstall_sim::scenario::ScenarioFile;
 use tcpstall_sim::summary::{Summary, summarize};
 use tcpstall_sim::sweep::{SweepSpec, compare_fixes, sweep};
 
-fn scenario(client: &str, server: &str, pattern: &str) -> ScenarioFile {
-    let mut file = ScenarioFile::default();
-    file.client.stack = client.into();
-    file.server.stack = server.into();
-    file.workload.pattern = pattern.into();
-    file
-}
+mod common;
+use common::scenario;
 
 fn simulate(file: &ScenarioFile) -> (Summary, tcpstall_sim::RunResult) {
     let scenario = file.resolve().expect("valid scenario");

@@ -9,13 +9,8 @@ use tcpstall_sim::scenario::ScenarioFile;
 use tcpstall_sim::summary::{Summary, summarize};
 use tcpstall_sim::sweep::{SizeRow, SweepSpec, Variant, compare_fixes, compare_sizes, sweep};
 
-fn scenario_file(name: &str) -> ScenarioFile {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
-    ScenarioFile::from_toml(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
-}
+mod common;
+use common::scenario_file;
 
 fn simulate(file: &ScenarioFile) -> Summary {
     let scenario = file.resolve().expect("valid scenario");

@@ -14,15 +14,11 @@ use tcpstall_sim::scenario::ScenarioFile;
 
 const MS: Nanos = NANOS_PER_MILLI;
 
-fn run(file: &ScenarioFile) -> RunResult {
-    tcpstall_sim::run(&file.resolve().expect("valid scenario"), true)
-}
+mod common;
+use common::run;
 
 fn scenario(client: &str, server: &str, pattern: &str, rtt_ms: f64) -> ScenarioFile {
-    let mut file = ScenarioFile::default();
-    file.client.stack = client.into();
-    file.server.stack = server.into();
-    file.workload.pattern = pattern.into();
+    let mut file = common::scenario(client, server, pattern);
     file.link.rtt_ms = rtt_ms;
     file
 }
@@ -238,6 +234,7 @@ fn a_full_send_buffer_waits_for_acks_the_bottleneck_paces_and_is_no_stall() {
 
 #[test]
 fn cork_and_msg_more_hold_a_message_until_its_last_write_or_the_flush_timer() {
+    use tcpstall_core::detect::StallClass;
     use tcpstall_sim::truth::Label;
     // TCP_CORK with the second write 250 ms after the first: Linux sends the corked
     // write after 200 ms (its cork ceiling), by the timer: the application's time.
@@ -264,7 +261,12 @@ fn cork_and_msg_more_hold_a_message_until_its_last_write_or_the_flush_timer() {
         .iter()
         .filter(|g| flushed.iter().any(|c| c.time == g.end))
     {
-        assert_eq!(gap.label, Label::AppThinkTime, "{}", gap.describe());
+        assert_eq!(
+            gap.label,
+            Label::Class(StallClass::AppThinkTime),
+            "{}",
+            gap.describe()
+        );
         gaps += 1;
     }
     assert!(gaps > 0);

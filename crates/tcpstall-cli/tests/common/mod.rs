@@ -7,12 +7,112 @@ pub mod pcap;
 pub mod verdicts;
 pub mod watch;
 
+use std::ffi::OsStr;
 use std::fs;
-use std::path::PathBuf;
-use std::process::Output;
+use std::io::{Read, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
+
+/// How long one run may take before the test calls it a hang.
+const RUN_LIMIT: Duration = Duration::from_secs(30);
+
+/// A capture shipped in `captures/`.
+pub fn shipped(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../captures")
+        .join(name)
+}
+
+fn spawn<S: AsRef<OsStr>>(args: &[S], stdin: Stdio) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tcpstall")
+}
+
+/// Waits for `child`, and fails the test on a panic, a crash, or when it outlives
+/// `limit`.
+fn wait_within<S: AsRef<OsStr>>(mut child: Child, args: &[S], limit: Duration) -> Output {
+    let args: Vec<&OsStr> = args.iter().map(AsRef::as_ref).collect();
+    // Read the pipes on their own threads so a large report cannot block the child.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stdout.read_to_end(&mut buf).map(|_| buf)
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        stderr.read_to_end(&mut buf).map(|_| buf)
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for tcpstall") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tcpstall {args:?} still running after {limit:?}: a hang");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let out = Output {
+        status,
+        stdout: out_reader.join().unwrap().expect("read stdout"),
+        stderr: err_reader.join().unwrap().expect("read stderr"),
+    };
+    let stderr = text(&out.stderr);
+    assert!(
+        !stderr.contains("panicked") && out.status.code().is_some(),
+        "tcpstall {args:?} crashed ({:?}):\n{stderr}",
+        out.status
+    );
+    out
+}
+
+/// Runs `tcpstall` with nothing on its standard input; fails the test on a panic, a
+/// crash, or when it outlives `limit`.
+pub fn run_within<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> Output {
+    wait_within(spawn(args, Stdio::null()), args, limit)
+}
+
+/// Runs `tcpstall` as [`run_within`] does, within 30 s.
+pub fn run<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    run_within(args, RUN_LIMIT)
+}
+
+/// Like [`run`], with `input` written to its standard input (from a thread of its own,
+/// while the output is read).
+pub fn run_with_stdin<S: AsRef<OsStr>>(args: &[S], input: &[u8]) -> Output {
+    let mut child = spawn(args, Stdio::piped());
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // Dropping stdin when done closes the pipe: the end of the input.
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = wait_within(child, args, RUN_LIMIT);
+    writer
+        .join()
+        .unwrap()
+        .expect("write to tcpstall's standard input");
+    out
+}
+
+/// `tcpstall analyze --json` on a file that must be analysed (exit status 0).
+pub fn analyze_json(path: &Path) -> Value {
+    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+    parse_report(&out, &path.display().to_string())
+}
 
 /// A directory of its own for one test, removed when the test ends (passing or not).
 pub struct TempDir(pub PathBuf);
@@ -44,7 +144,6 @@ impl Drop for TempDir {
     }
 }
 
-/// A program's output as text, whatever its bytes.
 /// Says why a test skipped part of its work, straight to the terminal: the test harness
 /// hides what a passing test prints with `println!` and `eprintln!`.
 pub fn skipped(notice: std::fmt::Arguments<'_>) {
@@ -52,6 +151,7 @@ pub fn skipped(notice: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{notice}");
 }
 
+/// A program's output as text, whatever its bytes.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

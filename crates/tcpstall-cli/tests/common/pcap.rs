@@ -1,5 +1,6 @@
-//! The shipped capture read by hand, and pcap/pcapng writers written by hand, so that the
-//! inputs the tests build owe nothing to the reader they test.
+//! The shipped capture read by hand, and pcap/pcapng writers and IPv4/TCP packets
+//! written by hand, so that the inputs the tests build owe nothing to the reader they
+//! test.
 
 use std::fs;
 use std::sync::OnceLock;
@@ -12,6 +13,7 @@ pub const ORIGINAL: &str = concat!(
 );
 pub const SERVER_PORT: u16 = 8000;
 pub const LINK_ETHERNET: u32 = 1;
+pub const LINK_RAW: u32 = 101;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 
@@ -193,6 +195,102 @@ impl Buf {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Classic pcap.
+// ---------------------------------------------------------------------------------------------
+
+/// libpcap's MAXIMUM_SNAPLEN, the documented record limit.
+pub const MAX_RECORD: u32 = 262_144;
+
+/// One record to write: `frac` is microseconds or nanoseconds, as the file says.
+pub struct PcapRecord {
+    pub sec: u32,
+    pub frac: u32,
+    pub orig_len: u32,
+    pub data: Vec<u8>,
+}
+
+impl PcapRecord {
+    pub fn whole(record: &Record, data: Vec<u8>, nanos: bool) -> Self {
+        PcapRecord {
+            sec: record.sec,
+            frac: if nanos {
+                record.usec * 1_000
+            } else {
+                record.usec
+            },
+            orig_len: data.len() as u32,
+            data,
+        }
+    }
+}
+
+pub fn write_pcap(
+    endian: Endian,
+    nanos: bool,
+    link_type: u32,
+    snaplen: u32,
+    records: &[PcapRecord],
+) -> Vec<u8> {
+    let mut out = Buf::new(endian);
+    out.u32(if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 })
+        .u16(2)
+        .u16(4)
+        .u32(0) // thiszone
+        .u32(0) // sigfigs
+        .u32(snaplen)
+        .u32(link_type);
+    for r in records {
+        out.u32(r.sec)
+            .u32(r.frac)
+            .u32(r.data.len() as u32)
+            .u32(r.orig_len)
+            .raw(&r.data);
+    }
+    out.bytes
+}
+
+/// `records` as a little-endian microsecond pcap with the given link type.
+pub fn pcap(link_type: u32, records: &[Record]) -> Vec<u8> {
+    let records: Vec<PcapRecord> = records
+        .iter()
+        .map(|r| PcapRecord::whole(r, r.frame.clone(), false))
+        .collect();
+    write_pcap(Endian::Little, false, link_type, MAX_RECORD, &records)
+}
+
+/// The original records, re-framed by `frame`, as a little-endian microsecond pcap.
+pub fn pcap_with_frames(link_type: u32, frame: impl Fn(&Record) -> Vec<u8>) -> Vec<u8> {
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .map(|r| PcapRecord::whole(r, frame(r), false))
+        .collect();
+    write_pcap(Endian::Little, false, link_type, MAX_RECORD, &records)
+}
+
+/// A little-endian microsecond pcap file header, for records written one at a time
+/// with [`pcap_record`].
+pub fn pcap_header(link_type: u32) -> Vec<u8> {
+    write_pcap(Endian::Little, false, link_type, MAX_RECORD, &[])
+}
+
+/// One little-endian microsecond record header claiming `caplen` captured and
+/// `orig_len` original bytes, whatever `data` holds, then `data`.
+pub fn pcap_record(out: &mut Vec<u8>, micros: u64, caplen: u32, orig_len: u32, data: &[u8]) {
+    let mut record = Buf::new(Endian::Little);
+    record
+        .u32((micros / 1_000_000) as u32)
+        .u32((micros % 1_000_000) as u32)
+        .u32(caplen)
+        .u32(orig_len)
+        .raw(data);
+    out.extend(record.bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pcapng.
+// ---------------------------------------------------------------------------------------------
+
 // pcapng block types (draft-ietf-opsawg-pcapng).
 pub const SHB: u32 = 0x0a0d_0d0a;
 pub const IDB: u32 = 1;
@@ -229,7 +327,7 @@ pub fn ng_interface(
     name: Option<&str>,
 ) -> Vec<u8> {
     let mut body = Buf::new(endian);
-    body.u16(link_type).u16(0).u32(262_144);
+    body.u16(link_type).u16(0).u32(MAX_RECORD);
     let mut any_option = false;
     if let Some(name) = name {
         body.u16(2)
@@ -258,4 +356,64 @@ pub fn ng_enhanced_packet(endian: Endian, if_id: u32, units: u64, data: &[u8]) -
         .u32(data.len() as u32)
         .raw(data);
     ng_block(endian, EPB, &body.bytes)
+}
+
+/// `records` as pcapng: one Ethernet interface in microseconds.
+pub fn pcapng(e: Endian, records: &[Record]) -> Vec<u8> {
+    let mut out = ng_section_header(e);
+    out.extend(ng_interface(e, LINK_ETHERNET as u16, None, None));
+    for r in records {
+        out.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packets built from scratch: IPv4 and TCP, no options.
+// ---------------------------------------------------------------------------------------------
+
+pub const FIN: u8 = 0x01;
+pub const SYN: u8 = 0x02;
+pub const RST: u8 = 0x04;
+pub const PSH: u8 = 0x08;
+pub const ACK: u8 = 0x10;
+
+#[derive(Clone, Copy)]
+pub struct Tcp {
+    pub src: ([u8; 4], u16),
+    pub dst: ([u8; 4], u16),
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub payload: usize,
+}
+
+impl Tcp {
+    /// An IPv4 packet (raw IP link type) carrying this segment; the payload is zeros.
+    pub fn ipv4(&self) -> Vec<u8> {
+        let total = 20 + 20 + self.payload;
+        let mut p = vec![0x45, 0];
+        p.extend_from_slice(&(total as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 6, 0, 0]); // id, DF, TTL, TCP, checksum
+        p.extend_from_slice(&self.src.0);
+        p.extend_from_slice(&self.dst.0);
+        p.extend_from_slice(&self.src.1.to_be_bytes());
+        p.extend_from_slice(&self.dst.1.to_be_bytes());
+        p.extend_from_slice(&self.seq.to_be_bytes());
+        p.extend_from_slice(&self.ack.to_be_bytes());
+        p.push(5 << 4);
+        p.push(self.flags);
+        p.extend_from_slice(&65_535u16.to_be_bytes());
+        p.extend_from_slice(&[0; 4]); // checksum, urgent pointer
+        p.resize(total, 0);
+        p
+    }
+
+    /// The same packet in an Ethernet frame.
+    pub fn ethernet(&self) -> Vec<u8> {
+        let mut f = vec![0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 1];
+        f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        f.extend(self.ipv4());
+        f
+    }
 }

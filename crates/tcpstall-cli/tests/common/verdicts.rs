@@ -3,79 +3,17 @@
 //! tunnel or set of files.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use super::pcap::*;
-use super::{TempDir, parse_report};
+use super::{TempDir, analyze_json};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_tcpstall");
 pub const STALLS: usize = 9;
 pub const CLASS: &str = "nagle-delayed-ack";
 /// Stall times are printed in seconds with microsecond precision.
 pub const TOLERANCE: f64 = 1e-6 + 1e-9;
-// ---------------------------------------------------------------------------------------------
-// Classic pcap.
-// ---------------------------------------------------------------------------------------------
-
-/// One record to write: `frac` is microseconds or nanoseconds, as the file says.
-pub struct PcapRecord {
-    pub sec: u32,
-    pub frac: u32,
-    pub orig_len: u32,
-    pub data: Vec<u8>,
-}
-
-impl PcapRecord {
-    pub fn whole(record: &Record, data: Vec<u8>, nanos: bool) -> Self {
-        PcapRecord {
-            sec: record.sec,
-            frac: if nanos {
-                record.usec * 1_000
-            } else {
-                record.usec
-            },
-            orig_len: data.len() as u32,
-            data,
-        }
-    }
-}
-
-pub fn write_pcap(
-    endian: Endian,
-    nanos: bool,
-    link_type: u32,
-    snaplen: u32,
-    records: &[PcapRecord],
-) -> Vec<u8> {
-    let mut out = Buf::new(endian);
-    out.u32(if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 })
-        .u16(2)
-        .u16(4)
-        .u32(0) // thiszone
-        .u32(0) // sigfigs
-        .u32(snaplen)
-        .u32(link_type);
-    for r in records {
-        out.u32(r.sec)
-            .u32(r.frac)
-            .u32(r.data.len() as u32)
-            .u32(r.orig_len)
-            .raw(&r.data);
-    }
-    out.bytes
-}
-
-/// The original records, re-framed by `wrap`, as a little-endian microsecond pcap.
-pub fn pcap_with_frames(link_type: u32, frame: impl Fn(&Record) -> Vec<u8>) -> Vec<u8> {
-    let records: Vec<PcapRecord> = original_records()
-        .iter()
-        .map(|r| PcapRecord::whole(r, frame(r), false))
-        .collect();
-    write_pcap(Endian::Little, false, link_type, 262_144, &records)
-}
 
 /// IPv4 header length and total length of the IPv4 packet in an Ethernet frame.
 pub fn ipv4_lengths(frame: &[u8]) -> (usize, usize) {
@@ -111,24 +49,6 @@ pub fn to_ipv6(frame: &[u8], hop_by_hop: bool) -> Vec<u8> {
     }
     out.extend_from_slice(tcp);
     out
-}
-
-// ---------------------------------------------------------------------------------------------
-// Running the binary.
-// ---------------------------------------------------------------------------------------------
-
-pub fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tcpstall")
-}
-
-/// Runs `tcpstall analyze --json` on a file that must be analysed successfully.
-pub fn analyze_json(path: &Path) -> Value {
-    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
-    parse_report(&out, &path.display().to_string())
 }
 
 /// What the original capture reports: the client port and each stall's (start, duration).

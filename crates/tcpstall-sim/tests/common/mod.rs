@@ -1,5 +1,6 @@
-//! Runs a scenario, analyzes the capture it made, and pairs each gap the ground truth
-//! names with what the detector said about it.
+//! Scenarios built or read from `scenarios/`, their runs, and a run judged: the capture
+//! it made analyzed, each gap the ground truth names paired with what the detector said
+//! about it.
 
 #![allow(dead_code)]
 
@@ -13,12 +14,27 @@ use tcpstall_sim::accuracy::pcap_bytes;
 use tcpstall_sim::scenario::ScenarioFile;
 use tcpstall_sim::truth::{Label, TruthGap};
 
+/// `client` and `server` stacks running `pattern`, everything else as by default.
 pub fn scenario(client: &str, server: &str, pattern: &str) -> ScenarioFile {
     let mut file = ScenarioFile::default();
     file.client.stack = client.into();
     file.server.stack = server.into();
     file.workload.pattern = pattern.into();
     file
+}
+
+/// The scenario file `name` of the repository's `scenarios/`.
+pub fn scenario_file(name: &str) -> ScenarioFile {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    ScenarioFile::from_toml(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A run of `file`, with its ground truth.
+pub fn run(file: &ScenarioFile) -> RunResult {
+    tcpstall_sim::run(&file.resolve().expect("valid scenario"), true)
 }
 
 /// A simulated run, its capture analyzed.
@@ -102,7 +118,7 @@ impl Judged {
     pub fn assert_no_false_stall(&self) {
         for (gap, event) in self.pairs() {
             if let Some(e) = event {
-                let found = Label::from_class(e.class);
+                let found = Label::Class(e.class);
                 assert!(
                     !found.is_stall() || gap.accepts(found),
                     "false {}: {}\n{}",

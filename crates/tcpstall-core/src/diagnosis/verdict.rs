@@ -1,0 +1,375 @@
+//! Per connection: what its gaps were, how much time its stalls cost, which side held
+//! them and which application pattern they point to, in each direction that stalled.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use super::Role;
+use super::fixes::{Fix, InferredScenario, rank_fixes};
+use super::timer::{DelayedAckProfile, infer_timer};
+use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
+use crate::flow::{Connection, MssSource};
+use crate::segment::Nanos;
+
+/// What tcpstall concludes about one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    NagleDelayedAckStalls,
+    DelayedAckStalls,
+    ReceiverWindowLimited,
+    RetransmissionTimeouts,
+    UnexplainedGaps,
+    AppThinkTimeOnly,
+    NoStall,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::NagleDelayedAckStalls => "nagle-delayed-ack-stalls",
+            Verdict::DelayedAckStalls => "delayed-ack-stalls",
+            Verdict::ReceiverWindowLimited => "receiver-window-limited",
+            Verdict::RetransmissionTimeouts => "retransmission-timeouts",
+            Verdict::UnexplainedGaps => "unexplained-gaps",
+            Verdict::AppThinkTimeOnly => "application-think-time-only",
+            Verdict::NoStall => "no-stall",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Verdict::NagleDelayedAckStalls => "stalls: Nagle's algorithm waited for delayed ACKs",
+            Verdict::DelayedAckStalls => "stalls: the sender waited for delayed ACKs",
+            Verdict::ReceiverWindowLimited => "the receiver's window held the sender",
+            Verdict::RetransmissionTimeouts => "retransmission timeouts (loss)",
+            Verdict::UnexplainedGaps => "gaps tcpstall cannot explain",
+            Verdict::AppThinkTimeOnly => "no TCP stall: pauses are the applications' own",
+            Verdict::NoStall => "no stall",
+        }
+    }
+}
+
+/// The stalls one side held, and what they point to: who delayed the ACKs and with
+/// which timer, the application pattern, and the fixes. A connection can stall both ways
+/// (a request held by the client, its reply by the server), each with its own story.
+#[derive(Clone, Debug)]
+pub struct DirectionDiagnosis {
+    /// The side that held the data, and the one whose ACKs it waited for.
+    pub holder: Role,
+    pub holder_endpoint: SocketAddr,
+    pub delayer: Role,
+    pub delayer_endpoint: SocketAddr,
+    /// Its stalls: how many, how long in all, and the ACK delays behind them.
+    pub stall_count: usize,
+    pub time_lost: Nanos,
+    pub ack_delay_time: Nanos,
+    /// How many of them Nagle held.
+    pub nagle_stalls: usize,
+    pub delayed_ack: Option<DelayedAckProfile>,
+    pub pattern: Option<Pattern>,
+    /// The holder's Nagle held data behind full-sized segments only: classic Nagle,
+    /// which Minshall's variant would not do.
+    pub classic_nagle_evidence: bool,
+    pub fixes: Vec<Fix>,
+}
+
+/// Everything concluded about one connection.
+#[derive(Clone, Debug)]
+pub struct ConnectionDiagnosis {
+    pub client: SocketAddr,
+    pub server: SocketAddr,
+    pub handshake_seen: bool,
+    pub first_time: Nanos,
+    pub last_time: Nanos,
+    pub first_packet: u64,
+    pub packets: u64,
+    pub duplicates: u64,
+    pub bytes_client_to_server: u64,
+    pub bytes_server_to_client: u64,
+    pub retransmitted_segments: u64,
+    /// (MSS, where it comes from) for data sent by the client and by the server.
+    pub client_mss: (u32, MssSource),
+    pub server_mss: (u32, MssSource),
+    /// Round trip from the capture point to each endpoint and back.
+    pub client_path_rtt: Option<Nanos>,
+    pub server_path_rtt: Option<Nanos>,
+    /// Messages each side sent: runs of its data between two of the other side's.
+    pub client_messages: u32,
+    pub server_messages: u32,
+    /// Both sides sent TCP timestamps.
+    pub timestamps: bool,
+    /// The scenario inferred from the worst direction and its simulation, when the
+    /// caller ran one (`tcpstall analyze` does, for the worst stalled connections).
+    pub inferred: Option<InferredScenario>,
+    /// Every classified gap, in time order (up to each class's listing limit).
+    pub events: Vec<StallEvent>,
+    /// Gaps beyond the listing limits: (count, total duration) by class index.
+    pub unlisted: [(u64, Nanos); StallClass::COUNT],
+    /// Which role each event side is.
+    side_roles: [Role; 2],
+    pub endpoints: [SocketAddr; 2],
+    pub verdict: Verdict,
+    pub stall_count: usize,
+    pub time_lost: Nanos,
+    /// Each direction that stalled, the one that lost the most time first.
+    pub directions: Vec<DirectionDiagnosis>,
+    /// The first direction's, for a reader that wants one answer.
+    pub delayed_ack: Option<DelayedAckProfile>,
+    pub pattern: Option<Pattern>,
+    pub holder: Option<Role>,
+    pub delayer: Option<Role>,
+    pub classic_nagle_evidence: bool,
+    /// The capture point (its file or files) the connection was seen at, when several
+    /// files saw the same traffic at different points and each was analysed on its own.
+    pub capture_point: Option<std::sync::Arc<str>>,
+}
+
+impl ConnectionDiagnosis {
+    /// Every direction's fixes, the first direction's first (kept once, in the
+    /// directions).
+    pub fn fixes(&self) -> impl Iterator<Item = &Fix> {
+        self.directions.iter().flat_map(|d| d.fixes.iter())
+    }
+
+    pub fn duration(&self) -> Nanos {
+        self.last_time - self.first_time
+    }
+
+    pub fn time_lost_share(&self) -> f64 {
+        if self.duration() <= 0 {
+            0.0
+        } else {
+            self.time_lost as f64 / self.duration() as f64
+        }
+    }
+
+    pub fn role_of_side(&self, side: usize) -> Role {
+        self.side_roles[side]
+    }
+
+    pub fn endpoint_of_side(&self, side: usize) -> SocketAddr {
+        self.endpoints[side]
+    }
+
+    /// Where the capture point sits: 0 at the client, 1 at the server.
+    pub fn capture_position(&self) -> Option<f64> {
+        let (c, s) = (self.client_path_rtt?, self.server_path_rtt?);
+        if c + s == 0 {
+            return None;
+        }
+        Some(c as f64 / (c + s) as f64)
+    }
+
+    pub fn class_counts(&self) -> BTreeMap<StallClass, (usize, Nanos)> {
+        let mut counts = BTreeMap::new();
+        for event in &self.events {
+            let entry = counts.entry(event.class).or_insert((0, 0));
+            entry.0 += 1;
+            entry.1 += event.duration();
+        }
+        for class in StallClass::ALL {
+            let (count, total) = self.unlisted[class.index()];
+            if count > 0 {
+                let entry = counts.entry(class).or_insert((0, 0));
+                entry.0 += count as usize;
+                entry.1 += total;
+            }
+        }
+        counts
+    }
+
+    /// The listed TCP stalls by how firmly the capture supports them, firmest first.
+    pub fn confidence_counts(&self) -> Vec<(Confidence, usize)> {
+        [Confidence::High, Confidence::Medium]
+            .into_iter()
+            .map(|level| {
+                let n = self
+                    .events
+                    .iter()
+                    .filter(|e| e.class.is_tcp_stall() && e.evidence.confidence == level)
+                    .count();
+                (level, n)
+            })
+            .collect()
+    }
+
+    /// Gaps of any class, listed or not.
+    pub fn gap_count(&self) -> usize {
+        self.events.len()
+            + self
+                .unlisted
+                .iter()
+                .map(|(n, _)| *n as usize)
+                .sum::<usize>()
+    }
+}
+
+/// Concludes on one tracked connection.
+pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
+    let events = std::mem::take(&mut connection.events);
+    let client_side = connection.client_side();
+    let server_side = 1 - client_side;
+    let mut side_roles = [Role::Client; 2];
+    side_roles[server_side] = Role::Server;
+    let tcp_stalls: Vec<&StallEvent> = events.iter().filter(|e| e.class.is_tcp_stall()).collect();
+    let unlisted = connection.unlisted;
+    let unlisted_stalls: Vec<(u64, Nanos)> = StallClass::ALL
+        .into_iter()
+        .filter(|c| c.is_tcp_stall())
+        .map(|c| unlisted[c.index()])
+        .collect();
+    let time_lost: Nanos = tcp_stalls.iter().map(|e| e.duration()).sum::<Nanos>()
+        + unlisted_stalls.iter().map(|(_, t)| *t).sum::<Nanos>();
+    let stall_count = tcp_stalls.len()
+        + unlisted_stalls
+            .iter()
+            .map(|(n, _)| *n as usize)
+            .sum::<usize>();
+
+    let mut directions: Vec<DirectionDiagnosis> = [0, 1]
+        .into_iter()
+        .filter_map(|holder| {
+            let held: Vec<&StallEvent> = tcp_stalls
+                .iter()
+                .copied()
+                .filter(|e| e.holder.map(usize::from) == Some(holder))
+                .collect();
+            direction_diagnosis(&held, holder, side_roles, connection.endpoints)
+        })
+        .collect();
+    directions.sort_by_key(|d| std::cmp::Reverse(d.time_lost));
+    // Kept until the report: without the room collecting left.
+    directions.shrink_to_fit();
+    if let Some(first) = directions.first_mut() {
+        // Stalls beyond the listing limits are only counted: they go to the direction
+        // that lost the most.
+        let listed: usize = tcp_stalls.len();
+        first.stall_count += stall_count - listed;
+        first.time_lost += time_lost - tcp_stalls.iter().map(|e| e.duration()).sum::<Nanos>();
+    }
+    for direction in &mut directions {
+        direction.fixes = rank_fixes(direction);
+    }
+    let primary = directions.first();
+    let delayed_ack = primary.and_then(|d| d.delayed_ack.clone());
+    let pattern = primary.and_then(|d| d.pattern);
+    let classic_nagle_evidence = primary.is_some_and(|d| d.classic_nagle_evidence);
+    let holder = primary.map(|d| d.holder);
+    let delayer = primary.map(|d| d.delayer);
+
+    let has = |class: StallClass| {
+        events.iter().any(|e| e.class == class) || unlisted[class.index()].0 > 0
+    };
+    let verdict = if has(StallClass::NagleDelayedAck) {
+        Verdict::NagleDelayedAckStalls
+    } else if has(StallClass::DelayedAck) {
+        Verdict::DelayedAckStalls
+    } else if has(StallClass::ReceiverWindow) {
+        Verdict::ReceiverWindowLimited
+    } else if has(StallClass::RetransmissionTimeout) {
+        Verdict::RetransmissionTimeouts
+    } else if has(StallClass::Unexplained) {
+        Verdict::UnexplainedGaps
+    } else if has(StallClass::AppThinkTime) {
+        Verdict::AppThinkTimeOnly
+    } else {
+        Verdict::NoStall
+    };
+
+    let mut diagnosis = ConnectionDiagnosis {
+        client: connection.endpoints[client_side],
+        server: connection.endpoints[server_side],
+        handshake_seen: connection.handshake_seen(),
+        first_time: connection.first_time,
+        last_time: connection.last_time,
+        first_packet: connection.first_packet,
+        packets: connection.packets,
+        duplicates: connection.duplicates,
+        bytes_client_to_server: connection.dirs[client_side].data_bytes,
+        bytes_server_to_client: connection.dirs[server_side].data_bytes,
+        retransmitted_segments: connection.dirs[0].retransmitted_segments
+            + connection.dirs[1].retransmitted_segments,
+        client_mss: connection.send_mss(client_side),
+        server_mss: connection.send_mss(server_side),
+        client_path_rtt: connection.dirs[client_side].path_rtt(),
+        server_path_rtt: connection.dirs[server_side].path_rtt(),
+        client_messages: connection.dirs[client_side].messages,
+        server_messages: connection.dirs[server_side].messages,
+        timestamps: connection.dirs[0].timestamps_seen && connection.dirs[1].timestamps_seen,
+        inferred: None,
+        events: Vec::new(),
+        unlisted,
+        side_roles,
+        endpoints: connection.endpoints,
+        verdict,
+        stall_count,
+        time_lost,
+        directions,
+        delayed_ack,
+        pattern,
+        holder,
+        delayer,
+        classic_nagle_evidence,
+        capture_point: None,
+    };
+    drop(tcp_stalls);
+    diagnosis.events = events;
+    diagnosis
+}
+
+/// What the stalls `holder` held show: its delayer's timer, its pattern, whether its
+/// Nagle is classic. None when it held none.
+fn direction_diagnosis(
+    held: &[&StallEvent],
+    holder: usize,
+    side_roles: [Role; 2],
+    endpoints: [SocketAddr; 2],
+) -> Option<DirectionDiagnosis> {
+    if held.is_empty() {
+        return None;
+    }
+    let delayer = 1 - holder;
+    let delays: Vec<Nanos> = held.iter().filter_map(|e| e.ack_delay).collect();
+    let delayed_ack = (!delays.is_empty()).then(|| {
+        let (median, min, max, timer) = infer_timer(&delays);
+        DelayedAckProfile {
+            role: side_roles[delayer],
+            endpoint: endpoints[delayer],
+            samples: delays.len(),
+            median,
+            min,
+            max,
+            timer,
+        }
+    });
+    let nagle: Vec<&StallEvent> = held
+        .iter()
+        .copied()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .collect();
+    Some(DirectionDiagnosis {
+        holder: side_roles[holder],
+        holder_endpoint: endpoints[holder],
+        delayer: side_roles[delayer],
+        delayer_endpoint: endpoints[delayer],
+        stall_count: held.len(),
+        time_lost: held.iter().map(|e| e.duration()).sum(),
+        ack_delay_time: delays.iter().sum(),
+        nagle_stalls: nagle.len(),
+        delayed_ack,
+        pattern: most_common_pattern(&nagle),
+        classic_nagle_evidence: nagle.iter().any(|e| !e.evidence.outstanding_small_segment),
+        fixes: Vec::new(),
+    })
+}
+
+fn most_common_pattern(events: &[&StallEvent]) -> Option<Pattern> {
+    let mut counts: Vec<(Pattern, usize)> = Vec::new();
+    for pattern in events.iter().filter_map(|e| e.pattern) {
+        match counts.iter_mut().find(|(p, _)| p.name() == pattern.name()) {
+            Some(entry) => entry.1 += 1,
+            None => counts.push((pattern, 1)),
+        }
+    }
+    counts.into_iter().max_by_key(|(_, n)| *n).map(|(p, _)| p)
+}
