@@ -147,10 +147,15 @@ impl Label {
         matches!(self, Label::Class(class) if class.is_tcp_stall())
     }
 
-    fn bit(self) -> u8 {
+    fn bit(self) -> LabelSet {
         1 << self.index()
     }
 }
+
+/// A set of labels, as bits of `Label::index`: wide enough for every label, or the build
+/// fails.
+pub type LabelSet = u32;
+const _: () = assert!(Label::COUNT <= LabelSet::BITS as usize);
 
 /// What the simulator knows about the record that ends a gap.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -189,7 +194,7 @@ pub struct TruthGap {
     pub label: Label,
     /// Labels that are also right (the label itself included), as bits of `Label::index`.
     #[serde(skip)]
-    pub acceptable: u8,
+    pub acceptable: LabelSet,
     /// The ACK delay is this close to the threshold: a stall answer or the other is right.
     pub borderline: bool,
     /// The capture shows the evidence (no missed record inside the gap, the releasing
@@ -333,7 +338,7 @@ impl TruthInputs<'_> {
 
     /// The label of an application write: on its own clock, or later than the data it
     /// answered by at least the threshold, is the application's time; otherwise path time.
-    fn write_label(&self, write: Option<(WriteCause, Nanos)>) -> (Label, u8) {
+    fn write_label(&self, write: Option<(WriteCause, Nanos)>) -> (Label, LabelSet) {
         match write {
             Some((WriteCause::OwnClock, _)) | None => (Label::Class(StallClass::AppThinkTime), 0),
             Some((WriteCause::Reply { arrived }, at)) => {
@@ -355,7 +360,7 @@ impl TruthInputs<'_> {
 
     /// The true label of a data record as the end of a gap, the other right answers, and
     /// whether its ACK delay is borderline.
-    fn record_label(&self, c: &Captured) -> (Label, u8, bool, Cause) {
+    fn record_label(&self, c: &Captured) -> (Label, LabelSet, bool, Cause) {
         let s = &c.segment;
         let write = self.write_of(c);
         match s.kind {
@@ -427,7 +432,7 @@ impl TruthInputs<'_> {
         } else {
             (Label::NoGap, 0)
         };
-        let stall = |class: Label, delay: Nanos| -> (Label, u8, bool) {
+        let stall = |class: Label, delay: Nanos| -> (Label, LabelSet, bool) {
             let borderline = (delay - self.min_gap).abs() <= BORDERLINE;
             let mut also = app_also;
             if borderline || short_hold {
