@@ -1137,7 +1137,7 @@ impl Endpoint {
     }
 
     /// A read() of at most `max` bytes; returns how many it took. What it frees may be
-    /// worth an ACK ([`Self::cleanup_after_read`]).
+    /// worth an ACK (`cleanup_after_read`).
     pub fn app_read(&mut self, now: Nanos, max: u64, out: &mut Output) -> u64 {
         let copied = self.receive_buffer.unread.min(max);
         if copied == 0 {

@@ -1,5 +1,5 @@
 //! The discrete-event loop: two endpoints, the link between them ([`crate::link`]), the
-//! applications on both ends ([`crate::apps`]), the capture point ([`crate::capture`]),
+//! applications on both ends (`apps`), the capture point ([`crate::capture`]),
 //! and the ground truth of every hold, delayed ACK and gap ([`crate::truth`]).
 
 use std::cell::RefCell;

@@ -1,5 +1,5 @@
 //! The outputs of `tcpstall analyze`, side by side over one finished
-//! [`Analysis`](tcpstall_core::analyze::Analysis): the report on standard output, as text
+//! [`Analysis`]: the report on standard output, as text
 //! or JSON; the graphs, as an HTML page and as pictures; the capture again, annotated.
 //! Each hands the analysis to a renderer of `tcpstall_core::report` or `tcpstall_report`
 //! and writes what it returns; none of them detects anything.

@@ -371,7 +371,7 @@ impl MergedCaptures {
 #[derive(Clone, Debug, Default)]
 pub struct MergedNotes {
     pub files: Vec<FileNotes>,
-    /// Files that overlapped in time with [`MAX_OPEN_FILES`] others and were read late.
+    /// Files that overlapped in time with `MAX_OPEN_FILES` others and were read late.
     pub out_of_order_files: usize,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Times are seconds as floating-point numbers: `start` values count from the first
 //! packet of the capture, durations and delays are plain lengths. Endpoints are
-//! "ip:port" strings ("[v6]:port" for IPv6).
+//! "ip:port" strings (`"[v6]:port"` for IPv6).
 
 use std::collections::BTreeMap;
 
