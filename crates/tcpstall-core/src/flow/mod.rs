@@ -19,3 +19,41 @@ mod table;
 pub use connection::{Connection, MssSource};
 pub use direction::Direction;
 pub use table::{FlowTable, IDLE_TIMEOUT, MAX_OPEN_CONNECTIONS, bucket_of};
+
+#[cfg(test)]
+mod tests {
+    use super::connection::{Connection, PendingGap};
+    use crate::detect::StallEvent;
+    use crate::diagnosis::ConnectionDiagnosis;
+
+    fn with_thousands(n: usize) -> String {
+        let digits = n.to_string();
+        let mut out = String::new();
+        for (i, digit) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(digit);
+        }
+        out
+    }
+
+    /// docs/memory-budget.md gives the size of what is kept per connection and per gap:
+    /// held to the code, so the budget cannot go stale.
+    #[test]
+    fn the_memory_budget_gives_the_sizes_the_code_has() {
+        let budget = include_str!("../../../../docs/memory-budget.md");
+        for (phrase, size) in [
+            ("its state, {} bytes", size_of::<Connection>()),
+            ("| {} bytes each (the evidence", size_of::<PendingGap>()),
+            ("({} bytes, and its fixes", size_of::<ConnectionDiagnosis>()),
+            ("| a listed gap | {} bytes", size_of::<StallEvent>()),
+        ] {
+            let text = phrase.replace("{}", &with_thousands(size));
+            assert!(
+                budget.contains(&text),
+                "docs/memory-budget.md should say \"{text}\""
+            );
+        }
+    }
+}
