@@ -15,6 +15,7 @@ use std::process::ExitCode;
 
 use tcpstall_core::capture::PcapWriter;
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags, TcpOptions};
+use tcpstall_core::seq::SeqNumber;
 
 const OPEN: u64 = 10_000;
 const PACKETS_PER_CONNECTION: u64 = 6;
@@ -154,8 +155,8 @@ fn segment(
         time,
         src,
         dst,
-        seq,
-        ack,
+        seq: SeqNumber(seq),
+        ack: SeqNumber(ack),
         flags: TcpFlags(flags),
         window: 1024,
         payload_len: len,

@@ -34,6 +34,7 @@ use std::time::Instant;
 
 use tcpstall_core::capture::PcapWriter;
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags, TcpOptions};
+use tcpstall_core::seq::SeqNumber;
 
 const US: Nanos = 1_000;
 const MS: Nanos = 1_000_000;
@@ -587,9 +588,9 @@ impl Conn {
             // What the client last received: the server's clock one round trip ago,
             // no older than the SYN-ACK and no newer than the server's last packet.
             let candidate = self.tsval(SERVER, time - self.rtt);
-            if (candidate.wrapping_sub(self.synack_tsval) as i32) < 0 {
+            if SeqNumber(candidate).distance_from(SeqNumber(self.synack_tsval)) < 0 {
                 self.synack_tsval
-            } else if (candidate.wrapping_sub(self.last_tsval[SERVER]) as i32) > 0 {
+            } else if SeqNumber(candidate).is_after(SeqNumber(self.last_tsval[SERVER])) {
                 self.last_tsval[SERVER]
             } else {
                 candidate
@@ -615,8 +616,8 @@ impl Conn {
             time,
             src: self.addr[from],
             dst: self.addr[1 - from],
-            seq: p.seq,
-            ack: p.ack,
+            seq: SeqNumber(p.seq),
+            ack: SeqNumber(p.ack),
             flags: TcpFlags(p.flags),
             window,
             payload_len: p.len,

@@ -17,6 +17,7 @@ use crate::detect::DetectConfig;
 use crate::diagnosis::{ConnectionDiagnosis, diagnose};
 use crate::flow::{FlowTable, bucket_of};
 use crate::segment::{Nanos, Segment};
+use crate::seq::SeqNumber;
 
 /// Which connections to keep: those with an endpoint matching a host (when any is given)
 /// and an endpoint matching a port (when any is given).
@@ -603,8 +604,8 @@ const SAMPLE_MASK: u32 = 255;
 struct SegmentKey {
     src: std::net::SocketAddr,
     dst: std::net::SocketAddr,
-    seq: u32,
-    ack: u32,
+    seq: SeqNumber,
+    ack: SeqNumber,
     flags: u8,
     window: u16,
     len: u32,
@@ -680,7 +681,7 @@ impl FileWatch {
             return;
         };
         *seen_in_file += 1;
-        if *seen_in_file > FULLY_COMPARED && (segment.seq ^ segment.ack) & SAMPLE_MASK != 0 {
+        if *seen_in_file > FULLY_COMPARED && (segment.seq.0 ^ segment.ack.0) & SAMPLE_MASK != 0 {
             return;
         }
         let key = SegmentKey {

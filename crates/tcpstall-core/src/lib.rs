@@ -1,7 +1,8 @@
 //! tcpstall's core: segments, capture input, connection tracking, stall detection and
 //! diagnosis, and the renderers over a diagnosis.
 //!
-//! Data flows in that order: [`capture`] turns packets into [`segment::Segment`]s,
+//! Data flows in that order: [`capture`] turns packets into [`segment::Segment`]s
+//! (their sequence numbers [`seq::SeqNumber`]s),
 //! [`flow`] tracks connections (with [`flow::sender`], what each side's own segments
 //! prove, and [`flow::acks`], what its ACKs show) and hands each gap to [`detect`], which
 //! holds it to the chain of evidence, one link a file; [`diagnosis`] concludes per
@@ -17,6 +18,7 @@ pub mod flow;
 pub mod path;
 pub mod report;
 pub mod segment;
+pub mod seq;
 pub mod stacks;
 
 /// The names of the chain's links, and what a flow's sides show, by their shorter paths.

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::net::SocketAddr;
 
+use crate::seq::SeqNumber;
+
 /// Nanoseconds since the Unix epoch (or since any fixed origin, for synthetic sources).
 pub type Nanos = i64;
 
@@ -96,8 +98,8 @@ pub struct Segment {
     pub time: Nanos,
     pub src: SocketAddr,
     pub dst: SocketAddr,
-    pub seq: u32,
-    pub ack: u32,
+    pub seq: SeqNumber,
+    pub ack: SeqNumber,
     pub flags: TcpFlags,
     /// The raw window field, not yet scaled.
     pub window: u16,

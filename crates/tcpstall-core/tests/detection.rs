@@ -12,6 +12,7 @@ use tcpstall_core::detect::{DetectConfig, Pattern, StallClass};
 use tcpstall_core::diagnosis::{Role, TimerGuess, Verdict};
 use tcpstall_core::flow::FlowTable;
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags, TcpOptions};
+use tcpstall_core::seq::SeqNumber;
 
 /// A write-write-read exchange at a capture point `client_rtt` and `server_rtt` from
 /// each end: 6 bytes leave, the server holds its ACK `ack_delay`, 6 more follow the ACK
@@ -141,8 +142,8 @@ fn zero_window_then_update_is_receiver_window() {
         time: t + 100 * US,
         src: wire.server,
         dst: wire.client,
-        seq: wire.server_next,
-        ack: wire.client_next,
+        seq: SeqNumber(wire.server_next),
+        ack: SeqNumber(wire.client_next),
         flags: TcpFlags(TcpFlags::ACK),
         window: 0,
         payload_len: 0,
@@ -209,8 +210,8 @@ fn open_connections_stay_bounded_and_late_segments_are_counted() {
             time: i64::from(i) * MS,
             src: client,
             dst: server,
-            seq: 1,
-            ack: 0,
+            seq: SeqNumber(1),
+            ack: SeqNumber(0),
             flags: TcpFlags(TcpFlags::SYN),
             window: 1000,
             payload_len: 0,

@@ -14,6 +14,7 @@ use tcpstall_core::analyze::Analysis;
 use tcpstall_core::capture::{CaptureReader, decode_packet};
 use tcpstall_core::diagnosis::ConnectionDiagnosis;
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags};
+use tcpstall_core::seq::{ORIGIN, SeqNumber};
 
 use crate::ReportError;
 use crate::round_trips::RoundTrips;
@@ -370,33 +371,30 @@ pub fn select_connections(analysis: &Analysis, max: usize) -> Vec<usize> {
 /// is 1. Unwrapped across 2^32.
 #[derive(Clone, Copy, Debug, Default)]
 struct SeqSpace {
-    base: Option<u32>,
-    last_raw: u32,
-    last_rel: i64,
+    base: Option<SeqNumber>,
+    /// The furthest position placed so far, so that an old retransmission does not drag
+    /// the reference back.
+    furthest: u64,
 }
 
 impl SeqSpace {
     /// The SYN's sequence number: relative 0.
-    fn start_at_syn(&mut self, isn: u32) {
+    fn start_at_syn(&mut self, isn: SeqNumber) {
         if self.base.is_none() {
             self.base = Some(isn);
-            self.last_raw = isn;
-            self.last_rel = 0;
+            self.furthest = ORIGIN;
         }
     }
 
-    fn rel(&mut self, raw: u32) -> i64 {
-        if self.base.is_none() {
-            // No SYN seen: the first number shows as 1, as in Wireshark.
-            self.start_at_syn(raw.wrapping_sub(1));
-        }
-        let rel = self.last_rel + i64::from(raw.wrapping_sub(self.last_raw) as i32);
-        // Only move forward, so an old retransmission does not drag the reference back.
-        if rel > self.last_rel {
-            self.last_raw = raw;
-            self.last_rel = rel;
-        }
-        rel
+    fn rel(&mut self, raw: SeqNumber) -> i64 {
+        // No SYN seen: the first number shows as 1, as in Wireshark.
+        let base = *self.base.get_or_insert_with(|| {
+            self.furthest = ORIGIN;
+            raw - 1
+        });
+        let position = raw.unwrap(base, self.furthest);
+        self.furthest = self.furthest.max(position);
+        position as i64 - ORIGIN as i64
     }
 }
 
@@ -697,24 +695,24 @@ mod tests {
     #[test]
     fn sequence_numbers_unwrap_across_zero() {
         let mut s = SeqSpace::default();
-        s.start_at_syn(u32::MAX - 9);
-        assert_eq!(s.rel(u32::MAX - 9), 0);
-        assert_eq!(s.rel(5), 15);
-        assert_eq!(s.rel(u32::MAX - 4), 5);
+        s.start_at_syn(SeqNumber(u32::MAX - 9));
+        assert_eq!(s.rel(SeqNumber(u32::MAX - 9)), 0);
+        assert_eq!(s.rel(SeqNumber(5)), 15);
+        assert_eq!(s.rel(SeqNumber(u32::MAX - 4)), 5);
     }
 
     #[test]
     fn sequence_numbers_are_relative_as_in_wireshark() {
         // SYN at ISN 1000: the SYN is 0, the first data byte 1, "hello " ends at 7.
         let mut s = SeqSpace::default();
-        s.start_at_syn(1000);
-        assert_eq!(s.rel(1000), 0);
-        assert_eq!(s.rel(1001), 1);
-        assert_eq!(s.rel(1007), 7);
+        s.start_at_syn(SeqNumber(1000));
+        assert_eq!(s.rel(SeqNumber(1000)), 0);
+        assert_eq!(s.rel(SeqNumber(1001)), 1);
+        assert_eq!(s.rel(SeqNumber(1007)), 7);
         // Joined mid-stream: the first number seen is 1.
         let mut s = SeqSpace::default();
-        assert_eq!(s.rel(5_000_000), 1);
-        assert_eq!(s.rel(5_000_006), 7);
+        assert_eq!(s.rel(SeqNumber(5_000_000)), 1);
+        assert_eq!(s.rel(SeqNumber(5_000_006)), 7);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use std::net::SocketAddr;
 
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags, TcpOptions};
+use tcpstall_core::seq::SeqNumber;
 
 use crate::endpoint::{SegmentKind, WINDOW_SCALE, WireSegment};
 use crate::link::Rng;
@@ -133,7 +134,7 @@ pub fn addresses() -> [SocketAddr; 2] {
 }
 
 /// Turns a captured wire segment into the analyzer's [`Segment`].
-pub fn to_segment(captured: &Captured, isn: [u32; 2]) -> Segment {
+pub fn to_segment(captured: &Captured, isn: [SeqNumber; 2]) -> Segment {
     let s = &captured.segment;
     let [client, server] = addresses();
     let (src, dst) = if s.from == 0 {
@@ -166,11 +167,11 @@ pub fn to_segment(captured: &Captured, isn: [u32; 2]) -> Segment {
         time: captured.time,
         src,
         dst,
-        seq: isn[s.from].wrapping_add(s.seq as u32),
+        seq: isn[s.from] + s.seq as u32,
         ack: if s.ack_flag {
-            isn[1 - s.from].wrapping_add(s.ack as u32)
+            isn[1 - s.from] + s.ack as u32
         } else {
-            0
+            SeqNumber(0)
         },
         flags: TcpFlags(flags),
         window,
@@ -187,9 +188,12 @@ pub fn to_segment(captured: &Captured, isn: [u32; 2]) -> Segment {
 }
 
 /// The initial sequence numbers of a run's capture.
-pub fn initial_sequence_numbers(seed: u64) -> [u32; 2] {
+pub fn initial_sequence_numbers(seed: u64) -> [SeqNumber; 2] {
     let mut rng = Rng::new(seed ^ 0x5eed);
-    [rng.next_u64() as u32, rng.next_u64() as u32]
+    [
+        SeqNumber(rng.next_u64() as u32),
+        SeqNumber(rng.next_u64() as u32),
+    ]
 }
 
 #[cfg(test)]

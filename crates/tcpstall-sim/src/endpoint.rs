@@ -3,6 +3,7 @@
 //! Each rule is a small function with its source in a one-line comment.
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_core::seq::SeqNumber;
 
 use crate::profile::{DelayedAckTimer, NagleMode, RtoRule, SlowStart, StackProfile};
 use crate::scenario::SocketOptions;
@@ -374,7 +375,7 @@ impl Endpoint {
             return;
         };
         let len = u64::from(segment.len) + u64::from(segment.fin) + u64::from(segment.syn);
-        let newer = tsval.wrapping_sub(self.ts_recent) as i32 >= 0;
+        let newer = SeqNumber(tsval).is_at_or_after(SeqNumber(self.ts_recent));
         if newer
             && self
                 .profile

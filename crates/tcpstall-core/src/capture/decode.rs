@@ -18,6 +18,7 @@ use crate::capture::fragments::{Fragment, FragmentCounts, FragmentKey, Fragments
 use crate::capture::link::{self, Layer, link_type};
 use crate::capture::tunnel::{self, Inner};
 use crate::segment::{Segment, TcpFlags};
+use crate::seq::SeqNumber;
 
 /// Why a packet did not become a segment. Every skipped packet is counted by reason.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -457,8 +458,8 @@ fn segment(
         time: packet.time,
         src: SocketAddr::new(network.source, tcp.source_port()),
         dst: SocketAddr::new(network.destination, tcp.destination_port()),
-        seq: tcp.sequence_number(),
-        ack: tcp.acknowledgment_number(),
+        seq: SeqNumber(tcp.sequence_number()),
+        ack: SeqNumber(tcp.acknowledgment_number()),
         flags: TcpFlags(tcp.header_slice()[13] & 0x3f),
         window: tcp.window_size(),
         payload_len,

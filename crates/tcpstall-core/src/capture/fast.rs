@@ -7,6 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 
 use crate::capture::{Packet, SkipReason};
 use crate::segment::{Segment, TcpFlags};
+use crate::seq::SeqNumber;
 
 const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const ETHERNET_HEADER: usize = 14;
@@ -89,8 +90,8 @@ pub(crate) fn decode_ipv4(
         time: packet.time,
         src: SocketAddr::V4(SocketAddrV4::new(source, be_u16(&tcp[0..2]))),
         dst: SocketAddr::V4(SocketAddrV4::new(destination, be_u16(&tcp[2..4]))),
-        seq: be_u32(&tcp[4..8]),
-        ack: be_u32(&tcp[8..12]),
+        seq: SeqNumber(be_u32(&tcp[4..8])),
+        ack: SeqNumber(be_u32(&tcp[8..12])),
         flags: TcpFlags(tcp[13] & 0x3f),
         window: be_u16(&tcp[14..16]),
         payload_len: payload_len as u32,
@@ -105,8 +106,8 @@ pub(crate) const BLANK_SEGMENT: Segment = Segment {
     time: 0,
     src: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
     dst: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
-    seq: 0,
-    ack: 0,
+    seq: SeqNumber(0),
+    ack: SeqNumber(0),
     flags: TcpFlags(0),
     window: 0,
     payload_len: 0,

@@ -83,10 +83,10 @@ pub fn encode_segment(
     let mut tcp = TcpHeader::new(
         segment.src.port(),
         segment.dst.port(),
-        segment.seq,
+        segment.seq.0,
         segment.window,
     );
-    tcp.acknowledgment_number = segment.ack;
+    tcp.acknowledgment_number = segment.ack.0;
     tcp.fin = segment.flags.fin();
     tcp.syn = segment.flags.syn();
     tcp.rst = segment.flags.rst();

@@ -10,6 +10,7 @@ use super::event::{StallClass, StallEvent, Verdict};
 use super::gap::{GapContext, PeerSegment};
 use crate::path::HOST_TURNAROUND;
 use crate::segment::Nanos;
+use crate::seq::SeqNumber;
 
 /// How the data that ended a gap relates to the peer's last segment before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +40,7 @@ pub enum Echo {
 pub fn echo(ctx: &GapContext, ack: &PeerSegment) -> Echo {
     match (ctx.segment_tsecr, ack.tsval) {
         (Some(ecr), Some(val)) if ecr == val && ack.tsval_is_new => Echo::EchoesAck,
-        (Some(ecr), Some(val)) if (val.wrapping_sub(ecr) as i32) > 0 => Echo::PredatesAck,
+        (Some(ecr), Some(val)) if SeqNumber(val).is_after(SeqNumber(ecr)) => Echo::PredatesAck,
         _ => Echo::Unknown,
     }
 }

@@ -8,12 +8,12 @@ use std::net::SocketAddr;
 use super::acks::{PureAck, SAME_FLIGHT};
 use super::direction::{
     Direction, INITIAL_IN_FLIGHT, InFlight, LastSegment, MAX_TRACKED_IN_FLIGHT, RawHeader,
-    SEQ_ORIGIN,
 };
 use super::sender::SentData;
 use crate::detect::{DetectConfig, GapContext, StallEvent};
 use crate::path::{CLOCK_SAMPLE_PACKETS, ClockStep};
 use crate::segment::{Nanos, Segment};
+use crate::seq::{ORIGIN, SeqNumber};
 
 /// TCP timestamps take 12 option bytes (RFC 7323: 10 bytes, padded to 12) in every segment.
 pub(super) const TIMESTAMP_OPTION_BYTES: u32 = 12;
@@ -44,7 +44,7 @@ pub struct Connection {
     pub reset: bool,
     /// The gap whose released data may continue in the next segments.
     /// (gap index, sender, release time, the release's ACK field).
-    pub(super) open_release: Option<(usize, usize, Nanos, u32)>,
+    pub(super) open_release: Option<(usize, usize, Nanos, SeqNumber)>,
     pub(super) clock: ClockStep,
     /// The last data-bearing segment: time, side, packet number.
     pub(super) last_data: Option<(Nanos, usize, u64)>,
@@ -217,8 +217,8 @@ impl Connection {
             // capture began) still have a place.
             dir.started = true;
             dir.base = segment.seq;
-            dir.snd_max = SEQ_ORIGIN + u64::from(segment.flags.syn());
-            dir.snd_una = SEQ_ORIGIN;
+            dir.snd_max = ORIGIN + u64::from(segment.flags.syn());
+            dir.snd_una = ORIGIN;
         }
         // A SYN takes the first sequence number; its payload (TCP Fast Open) follows it.
         let seq_start = dir.position(segment.seq) + u64::from(segment.flags.syn());
@@ -408,7 +408,7 @@ impl Connection {
         let (hole_start, hole_end) = peer.uncaptured;
         let covers_hole = hole_start < hole_end && hole_end > snd_una_before && hole_start < ack;
         let echoes_uncaptured = match (segment.options.timestamps, peer.timestamps.newest()) {
-            (Some((_, ecr)), Some(seen)) => (ecr.wrapping_sub(seen) as i32) > 0,
+            (Some((_, ecr)), Some(seen)) => SeqNumber(ecr).is_after(SeqNumber(seen)),
             _ => false,
         };
         let last = &mut self.dirs[x].last;
@@ -544,7 +544,7 @@ impl Connection {
         // segment of the peer, perhaps the ACK that cleared the small segment in flight.
         // So does an ACK of peer data the capture never saw.
         let echoes_unseen = match (segment.options.timestamps, self.dirs[y].timestamps.newest()) {
-            (Some((_, ecr)), Some(seen)) => (ecr.wrapping_sub(seen) as i32) > 0,
+            (Some((_, ecr)), Some(seen)) => SeqNumber(ecr).is_after(SeqNumber(seen)),
             _ => false,
         };
         let peer = &self.dirs[y];

@@ -9,6 +9,7 @@ use super::sender::{SenderEvidence, TimestampClock};
 use crate::detect::PeerSegment;
 use crate::path::RoundTrips;
 use crate::segment::{Nanos, Segment};
+use crate::seq::SeqNumber;
 
 /// Unacknowledged data segments remembered per direction; beyond this the oldest are
 /// forgotten (their ACK-delay samples are lost, nothing else).
@@ -16,9 +17,6 @@ pub(super) const MAX_TRACKED_IN_FLIGHT: usize = 1024;
 
 /// Room made for a direction's segments in flight when its first data is sent.
 pub(super) const INITIAL_IN_FLIGHT: usize = 16;
-
-/// Position of a direction's first sequence number in its 64-bit space.
-pub(super) const SEQ_ORIGIN: u64 = 1 << 32;
 
 /// One data segment still waiting for its ACK.
 #[derive(Clone, Copy, Debug)]
@@ -45,7 +43,7 @@ pub struct Direction {
     pub(super) snd_una: u64,
     pub(super) in_flight: VecDeque<InFlight>,
     /// The first sequence number seen; positions are relative to it.
-    pub(super) base: u32,
+    pub(super) base: SeqNumber,
     /// How many of them are smaller than the MSS.
     pub(super) small_in_flight: u32,
     pub window_scale_option: Option<u8>,
@@ -136,8 +134,8 @@ impl RawHeader {
         let window_and_flags =
             u32::from(segment.window) | u32::from(segment.flags.0) << 16 | 1 << 24;
         RawHeader([
-            segment.seq,
-            segment.ack,
+            segment.seq.0,
+            segment.ack.0,
             segment.payload_len,
             window_and_flags,
         ])
@@ -300,16 +298,10 @@ impl Direction {
         self.last.get(self.window)
     }
 
-    /// Places a 32-bit sequence number near `reference` in the 64-bit space (RFC 9293
-    /// sequence arithmetic: numbers within 2^31 of each other compare correctly).
-    pub(super) fn unwrap(reference: u64, relative: u32) -> u64 {
-        let delta = relative.wrapping_sub(reference as u32) as i32;
-        (reference as i64 + i64::from(delta)).max(0) as u64
-    }
-
-    /// The 64-bit position of a sequence (or acknowledgement) number of this direction.
-    pub(super) fn position(&self, seq: u32) -> u64 {
-        Direction::unwrap(self.snd_max, seq.wrapping_sub(self.base))
+    /// The 64-bit position of a sequence (or acknowledgement) number of this direction,
+    /// its first number at [`ORIGIN`](crate::seq::ORIGIN).
+    pub(super) fn position(&self, seq: SeqNumber) -> u64 {
+        seq.unwrap(self.base, self.snd_max)
     }
 
     /// A round-trip sample. `bare` when nothing but the path is in it (the handshake,
@@ -327,18 +319,7 @@ impl Direction {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn unwrap_follows_sequence_numbers_across_the_32_bit_wrap() {
-        let reference = SEQ_ORIGIN + u64::from(u32::MAX) - 10;
-        let relative_after_wrap = (reference as u32).wrapping_add(20);
-        assert_eq!(
-            Direction::unwrap(reference, relative_after_wrap),
-            reference + 20
-        );
-        let relative_before = (reference as u32).wrapping_sub(5);
-        assert_eq!(Direction::unwrap(reference, relative_before), reference - 5);
-    }
+    use crate::seq::ORIGIN;
 
     #[test]
     fn the_last_segment_gives_back_what_it_was_given() {
@@ -442,11 +423,11 @@ mod tests {
     fn positions_are_relative_to_the_first_sequence_number() {
         let dir = Direction {
             started: true,
-            base: u32::MAX - 2,
-            snd_max: SEQ_ORIGIN,
+            base: SeqNumber(u32::MAX - 2),
+            snd_max: ORIGIN,
             ..Direction::default()
         };
-        assert_eq!(dir.position(u32::MAX - 2), SEQ_ORIGIN);
-        assert_eq!(dir.position(5), SEQ_ORIGIN + 8);
+        assert_eq!(dir.position(SeqNumber(u32::MAX - 2)), ORIGIN);
+        assert_eq!(dir.position(SeqNumber(5)), ORIGIN + 8);
     }
 }

@@ -6,6 +6,7 @@
 //! sent before that ACK could have reached its sender.
 
 use crate::segment::Nanos;
+use crate::seq::SeqNumber;
 
 /// A segment limit below the MSS is only believed from segments this large: path MTUs
 /// (VPNs, PPPoE, tunnels) cut the MSS by tens or hundreds of bytes, not to a few hundred.
@@ -170,7 +171,7 @@ impl TimestampClock {
             };
             return true;
         }
-        let newer = (tsval.wrapping_sub(self.last) as i32) > 0;
+        let newer = SeqNumber(tsval).is_after(SeqNumber(self.last));
         if newer {
             self.last = tsval;
             self.last_time = time;

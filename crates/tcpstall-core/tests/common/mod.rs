@@ -8,6 +8,7 @@ use tcpstall_core::detect::DetectConfig;
 use tcpstall_core::diagnosis::{ConnectionDiagnosis, diagnose};
 use tcpstall_core::flow::FlowTable;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos, Segment, TcpFlags, TcpOptions};
+use tcpstall_core::seq::SeqNumber;
 
 pub const MS: Nanos = NANOS_PER_MILLI;
 pub const US: Nanos = 1_000;
@@ -79,8 +80,8 @@ impl Wire {
             time,
             src,
             dst,
-            seq,
-            ack,
+            seq: SeqNumber(seq),
+            ack: SeqNumber(ack),
             flags: TcpFlags(flags),
             window: self.window,
             payload_len: len,
