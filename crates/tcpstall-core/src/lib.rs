@@ -19,6 +19,7 @@ pub mod path;
 pub mod report;
 pub mod segment;
 pub mod seq;
+pub mod side;
 pub mod stacks;
 
 /// The names of the chain's links, and what a flow's sides show, by their shorter paths.

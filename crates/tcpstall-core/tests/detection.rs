@@ -73,7 +73,7 @@ fn server_thinking_40ms_is_app_think_time_not_a_stall() {
     assert_eq!(d.events.len(), 5);
     for e in &d.events {
         assert_eq!(e.class, StallClass::AppThinkTime);
-        assert_eq!(d.role_of_side(e.sender.into()), Role::Server);
+        assert_eq!(d.role_of_side(e.sender), Role::Server);
     }
 }
 

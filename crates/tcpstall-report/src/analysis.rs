@@ -57,7 +57,7 @@ pub fn draw(analysis: &Analysis, traces: Vec<ConnectionTrace>) -> Vec<Connection
             let direction = format!(
                 "{} → {}",
                 c.endpoint_of_side(trace.sender),
-                c.endpoint_of_side(1 - trace.sender)
+                c.endpoint_of_side(trace.sender.other())
             );
             let whole = graphs::time_sequence(&SeqGraph {
                 connection: c,
@@ -240,12 +240,12 @@ fn event_summary(c: &ConnectionDiagnosis, i: usize, e: &StallEvent) -> String {
         scale::duration(e.duration() as f64 / 1e9),
         secs(e.start - c.first_time),
         e.held_bytes,
-        c.role_of_side(e.sender.into()).name()
+        c.role_of_side(e.sender).name()
     );
     if let Some(d) = e.ack_delay {
         let who = e
             .delayer
-            .map_or("the peer", |side| c.role_of_side(side.into()).name());
+            .map_or("the peer", |side| c.role_of_side(side).name());
         let _ = write!(
             s,
             "; the {who} delayed its ACK {}",

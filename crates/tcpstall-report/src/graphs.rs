@@ -4,6 +4,7 @@
 use tcpstall_core::detect::StallClass;
 use tcpstall_core::diagnosis::ConnectionDiagnosis;
 use tcpstall_core::segment::Nanos;
+use tcpstall_core::side::Side;
 
 use crate::scale::{self, Linear, Log};
 use crate::svg::{Svg, escape, num, text_width};
@@ -54,7 +55,7 @@ pub struct SeqGraph<'a> {
     /// Number of the connection in the report, for stall anchors.
     pub connection_number: usize,
     pub view: &'a View,
-    pub sender: usize,
+    pub sender: Side,
     pub kind: ViewKind,
     pub title: String,
     pub width: f64,
@@ -348,7 +349,7 @@ pub fn time_sequence(g: &SeqGraph<'_>) -> String {
             &format!(r#"fill="{color}" fill-opacity="{fill_opacity}"{outline}"#),
         );
         svg.rect(x0, f.top - 6.0, w, 6.0, &format!(r#"fill="{color}""#));
-        if usize::from(e.sender) == g.sender
+        if e.sender == g.sender
             && let Some(level) = level_at(view, e.start)
         {
             let y = y_of(level as f64);

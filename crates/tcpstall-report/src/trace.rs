@@ -15,6 +15,7 @@ use tcpstall_core::capture::{CaptureReader, decode_packet};
 use tcpstall_core::diagnosis::ConnectionDiagnosis;
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags};
 use tcpstall_core::seq::{ORIGIN, SeqNumber};
+use tcpstall_core::side::{PerSide, Side};
 
 use crate::ReportError;
 use crate::round_trips::RoundTrips;
@@ -260,8 +261,8 @@ impl Default for LogHistogram {
 pub struct ListingRow {
     pub packet: u64,
     pub time: Nanos,
-    /// Side of the connection (index into the diagnosis' endpoints) that sent it.
-    pub side: usize,
+    /// The side of the connection that sent it.
+    pub side: Side,
     pub flags: TcpFlags,
     /// Sequence and acknowledgement numbers relative to each side's first.
     pub seq: i64,
@@ -313,7 +314,7 @@ pub struct ConnectionTrace {
     /// Index into the analysis' connections.
     pub connection: usize,
     /// The side whose data is graphed: the one that was held.
-    pub sender: usize,
+    pub sender: Side,
     pub overview: View,
     /// One second around the stall the zoom shows, in a connection longer than two: the
     /// zoom a person makes on a smooth-looking graph to see its pauses (seed 001).
@@ -401,12 +402,12 @@ impl SeqSpace {
 /// Second-pass state of one connection.
 struct Tracker {
     trace: ConnectionTrace,
-    endpoints: [SocketAddr; 2],
+    endpoints: PerSide<SocketAddr>,
     first_time: Nanos,
     last_time: Nanos,
-    client_side: usize,
-    spaces: [SeqSpace; 2],
-    syn_wscale: [Option<Option<u8>>; 2],
+    client_side: Side,
+    spaces: PerSide<SeqSpace>,
+    syn_wscale: PerSide<Option<Option<u8>>>,
     highest_end: i64,
     round_trip: RoundTrips,
     last_data: Option<Nanos>,
@@ -420,11 +421,11 @@ impl Tracker {
     fn new(analysis: &Analysis, index: usize, config: &TraceConfig) -> Tracker {
         let c = &analysis.connections[index];
         let keys = key_events(c);
-        let mut votes = [0usize; 2];
+        let mut votes = PerSide::new(0usize, 0);
         for &i in &keys {
-            votes[usize::from(c.events[i].sender.min(1))] += 1;
+            votes[c.events[i].sender] += 1;
         }
-        let sender = usize::from(votes[1] > votes[0]);
+        let sender = Side::second_if(votes[Side::Second] > votes[Side::First]);
         let representative = representative_event(c);
         let mut listed: Vec<usize> = Vec::new();
         if let Some(r) = representative {
@@ -469,7 +470,7 @@ impl Tracker {
             .map(|e| e.end)
             .collect();
         stall_ends.sort_unstable();
-        let client_side = usize::from(c.endpoints[1] == c.client);
+        let client_side = Side::second_if(c.endpoints[Side::Second] == c.client);
         Tracker {
             trace: ConnectionTrace {
                 connection: index,
@@ -494,8 +495,8 @@ impl Tracker {
             first_time: c.first_time,
             last_time: c.last_time,
             client_side,
-            spaces: [SeqSpace::default(); 2],
-            syn_wscale: [None; 2],
+            spaces: PerSide::default(),
+            syn_wscale: PerSide::default(),
             highest_end: i64::MIN,
             round_trip: RoundTrips::default(),
             last_data: None,
@@ -525,28 +526,28 @@ impl Tracker {
         self.stall_ends.get(i).is_some_and(|&e| e <= to)
     }
 
-    fn window_shift(&self, side: usize) -> Option<u8> {
-        match self.syn_wscale {
-            [Some(Some(a)), Some(Some(b))] => Some(if side == 0 { a } else { b }.min(14)),
+    fn window_shift(&self, side: Side) -> Option<u8> {
+        match self.syn_wscale.0 {
+            [Some(Some(a)), Some(Some(b))] => Some(if side == Side::First { a } else { b }.min(14)),
             [Some(_), Some(_)] => Some(0),
             _ => None,
         }
     }
 
-    fn observe(&mut self, s: &Segment, side: usize, packet: u64) {
+    fn observe(&mut self, s: &Segment, side: Side, packet: u64) {
         self.trace.segments_seen += 1;
         if s.flags.syn() {
             self.spaces[side].start_at_syn(s.seq);
             self.syn_wscale[side] = Some(s.options.window_scale);
         }
         let seq = self.spaces[side].rel(s.seq);
-        let ack = s.flags.ack().then(|| self.spaces[1 - side].rel(s.ack));
+        let ack = s.flags.ack().then(|| self.spaces[side.other()].rel(s.ack));
         let shift = if s.flags.syn() {
             Some(0)
         } else {
             self.window_shift(side)
         };
-        self.trace.window_scaled = self.window_shift(0).is_some();
+        self.trace.window_scaled = self.window_shift(Side::First).is_some();
         let window = u64::from(s.window) << shift.unwrap_or(0);
 
         let sender = self.trace.sender;
@@ -595,7 +596,7 @@ impl Tracker {
     fn list(
         &mut self,
         s: &Segment,
-        side: usize,
+        side: Side,
         packet: u64,
         seq: i64,
         ack: Option<i64>,
@@ -658,11 +659,11 @@ pub fn collect<R: Read + Send + 'static>(
     let mut by_pair: HashMap<(SocketAddr, SocketAddr), Vec<usize>> = HashMap::new();
     for (k, t) in trackers.iter().enumerate() {
         by_pair
-            .entry((t.endpoints[0], t.endpoints[1]))
+            .entry((t.endpoints[Side::First], t.endpoints[Side::Second]))
             .or_default()
             .push(k);
         by_pair
-            .entry((t.endpoints[1], t.endpoints[0]))
+            .entry((t.endpoints[Side::Second], t.endpoints[Side::First]))
             .or_default()
             .push(k);
     }
@@ -681,7 +682,7 @@ pub fn collect<R: Read + Send + 'static>(
                 return;
             };
             let tracker = &mut trackers[k];
-            let side = usize::from(segment.src == tracker.endpoints[1]);
+            let side = Side::second_if(segment.src == tracker.endpoints[Side::Second]);
             tracker.observe(&segment, side, packet.number);
         })
         .map_err(|e| ReportError::SecondPass(e.to_string()))?;

@@ -58,8 +58,8 @@ pub fn stall_zoom(z: &StallZoom<'_>) -> String {
     let Some(e) = c.events.get(z.event_index) else {
         return svg.finish();
     };
-    let sender_side = usize::from(e.sender.min(1));
-    let receiver_side = 1 - sender_side;
+    let sender_side = e.sender;
+    let receiver_side = sender_side.other();
     let sender = c.role_of_side(sender_side).name();
     let receiver = c.role_of_side(receiver_side).name();
     let held_color = class_color(e.class);

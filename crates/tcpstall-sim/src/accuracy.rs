@@ -137,7 +137,7 @@ pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accu
     let mut detected: HashMap<(Nanos, usize), Detected> = HashMap::new();
     for c in &analysis.connections {
         for e in &c.events {
-            let sender = usize::from(c.role_of_side(e.sender.into()) == Role::Server);
+            let sender = usize::from(c.role_of_side(e.sender) == Role::Server);
             detected.insert(
                 (e.end, sender),
                 Detected {

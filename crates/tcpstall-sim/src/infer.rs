@@ -15,6 +15,7 @@ use tcpstall_core::diagnosis::{
 };
 use tcpstall_core::flow::MssSource;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_core::side::Side;
 
 use crate::profile::{self, NagleMode};
 use crate::scenario::{ScenarioError, ScenarioFile};
@@ -144,10 +145,10 @@ fn median(values: &mut [i64]) -> Option<i64> {
 pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred> {
     let direction = d.directions.first()?;
     let holder = direction.holder;
-    let side_of = |role: Role| (0..2).find(|&s| d.role_of_side(s) == role);
+    let side_of = |role: Role| Side::BOTH.into_iter().find(|&s| d.role_of_side(s) == role);
     let holder_side = side_of(holder)?;
     let client_side = side_of(Role::Client)?;
-    let server_side = 1 - client_side;
+    let server_side = client_side.other();
     if d.client_messages == 0 {
         return None;
     }
@@ -317,9 +318,7 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
     let mut held: Vec<i64> = d
         .events
         .iter()
-        .filter(|e| {
-            e.class == StallClass::NagleDelayedAck && e.holder.map(usize::from) == Some(holder_side)
-        })
+        .filter(|e| e.class == StallClass::NagleDelayedAck && e.holder == Some(holder_side))
         .map(|e| e.held_bytes.min(1 << 30) as i64)
         .collect();
     let holds = held.len();
@@ -405,11 +404,11 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
 
     // Think times: the application's own gaps of 10 ms or more, when most transactions
     // show one.
-    let think = |side: usize| -> Option<f64> {
+    let think = |side: Side| -> Option<f64> {
         let mut idle: Vec<i64> = d
             .events
             .iter()
-            .filter(|e| e.class == StallClass::AppThinkTime && usize::from(e.sender) == side)
+            .filter(|e| e.class == StallClass::AppThinkTime && e.sender == side)
             .map(|e| e.idle.unwrap_or(e.duration()))
             .collect();
         (idle.len() * 2 >= capture_transactions as usize)

@@ -7,6 +7,7 @@ use super::basis::Link;
 use super::event::{StallEvent, Verdict};
 use super::gap::{DetectConfig, GapContext, PeerSegment};
 use crate::segment::Nanos;
+use crate::side::Side;
 
 use crate::stacks::LONGEST_DEFAULT_TIMER;
 pub use crate::stacks::SHORTEST_TIMER;
@@ -48,7 +49,7 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     if ctx.peer_paced_by_delivery {
         return AckTiming::Prompt("ack-paced-by-delivery");
     }
-    let peer = 1 - ctx.sender;
+    let peer = ctx.sender.other();
     let sample = ack.time - data_seen;
     let path = ctx.path[peer].least;
     // A large segment's round trip is judged against the least one seen for large data,
@@ -100,7 +101,9 @@ pub fn held_by_timer(
     if !ack.ack_advanced {
         // The sender left right after a segment that acknowledged nothing new.
         basis.push(Link::AckAcknowledgedNothingNew);
-        if ctx.gap_end - ctx.gap_start < config.min_gap + ctx.path[0].least + ctx.path[1].least {
+        if ctx.gap_end - ctx.gap_start
+            < config.min_gap + ctx.path[Side::First].least + ctx.path[Side::Second].least
+        {
             return Break(Verdict::NoStall);
         }
         return Break(Verdict::Stall);

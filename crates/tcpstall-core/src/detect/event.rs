@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::basis::Basis;
 use super::gap::GapContext;
 use crate::segment::Nanos;
+use crate::side::Side;
 
 /// The six names a gap can get.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -94,12 +95,12 @@ pub struct StallEvent {
     /// The gap as seen at the capture point: the last data before it, the data ending it.
     pub start: Nanos,
     pub end: Nanos,
-    /// Side (0 or 1 of the connection) whose data ended the gap.
-    pub sender: u8,
+    /// The side whose data ended the gap.
+    pub sender: Side,
     /// Side that had data and could not send it.
-    pub holder: Option<u8>,
+    pub holder: Option<Side>,
     /// Side whose delayed ACK (or closed window) held it.
-    pub delayer: Option<u8>,
+    pub delayer: Option<Side>,
     /// Bytes released when the gap ended.
     pub held_bytes: u64,
     /// The releasing pure ACK, when there was one.
@@ -207,7 +208,7 @@ impl StallEvent {
             class: StallClass::Unexplained,
             start: ctx.gap_start,
             end: ctx.gap_end,
-            sender: ctx.sender as u8,
+            sender: ctx.sender,
             holder: None,
             delayer: None,
             held_bytes: u64::from(ctx.segment_bytes) + ctx.burst_bytes,

@@ -4,6 +4,7 @@
 
 use crate::path::PathSide;
 use crate::segment::{NANOS_PER_MILLI, Nanos};
+use crate::side::{PerSide, Side};
 
 /// Thresholds of the detector.
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +36,7 @@ pub struct GapContext {
     /// The last segment of the burst that left with it (itself when it left alone).
     pub burst_last_packet: u64,
     /// The side whose segment ends the gap.
-    pub sender: usize,
+    pub sender: Side,
     /// The MSS the sender may use, and its full segment size (the MSS, or a smaller
     /// segment limit it was seen keeping to).
     pub sender_mss: u32,
@@ -68,7 +69,7 @@ pub struct GapContext {
     /// one inside the gap: the data had reached it by then.
     pub sender_acked_peer_at: Option<Nanos>,
     /// The round trips from the capture point to each side and back (index: side).
-    pub path: [PathSide; 2],
+    pub path: PerSide<PathSide>,
     /// The step of the capture's clock (1 us for most captures, 1 ms for some).
     pub clock_step: Nanos,
     /// The round trip of a prompt ACK from the other side for the same flight of data:

@@ -51,8 +51,8 @@ pub fn held_by_nagle(
     delay: Nanos,
     event: &mut StallEvent,
 ) -> Verdict {
-    event.holder = Some(ctx.sender as u8);
-    event.delayer = Some((1 - ctx.sender) as u8);
+    event.holder = Some(ctx.sender);
+    event.delayer = Some(ctx.sender.other());
     event.evidence.confidence = match release {
         Release::Proven { .. } => Confidence::High,
         Release::OnTime { .. } => Confidence::Medium,

@@ -138,7 +138,7 @@ fn path_delay_of_data(ctx: &GapContext) -> Nanos {
 pub fn retransmitted(ctx: &GapContext, event: &mut StallEvent) -> ControlFlow<Verdict> {
     if ctx.segment_is_retransmission {
         event.class = StallClass::RetransmissionTimeout;
-        event.holder = Some(ctx.sender as u8);
+        event.holder = Some(ctx.sender);
         event.evidence.basis.push(Link::Retransmission);
         return Break(Verdict::Stall);
     }

@@ -7,6 +7,7 @@ use super::basis::{Basis, Link};
 use super::event::{Evidence, StallClass, StallEvent, Verdict};
 use super::gap::{DetectConfig, GapContext, PeerSegment};
 use crate::segment::Nanos;
+use crate::side::Side;
 
 /// Link 2: the receiver's window, not an ACK timer, kept the sender quiet. It was zero
 /// during the gap; or the sender could not fit the released data under the right edge
@@ -49,8 +50,8 @@ pub fn window_open(
     if let Some(why) = window_limited(ctx, ack) {
         event.evidence.basis.push(why);
         event.class = StallClass::ReceiverWindow;
-        event.holder = Some(ctx.sender as u8);
-        event.delayer = Some((1 - ctx.sender) as u8);
+        event.holder = Some(ctx.sender);
+        event.delayer = Some(ctx.sender.other());
         return Break(Verdict::Stall);
     }
     event.evidence.basis.push(Link::WindowOpen);
@@ -62,7 +63,7 @@ pub fn window_open(
 /// (advertised at `closed_since`, in packet `closed_packet`) to the sender's last segment
 /// (its window probes).
 pub fn still_closed_at_end(
-    holder: usize,
+    holder: Side,
     (closed_since, closed_packet): (Nanos, u64),
     last: &PeerSegment,
     config: &DetectConfig,
@@ -74,9 +75,9 @@ pub fn still_closed_at_end(
         class: StallClass::ReceiverWindow,
         start: closed_since,
         end: last.time,
-        sender: holder as u8,
-        holder: Some(holder as u8),
-        delayer: Some((1 - holder) as u8),
+        sender: holder,
+        holder: Some(holder),
+        delayer: Some(holder.other()),
         held_bytes: 0,
         ack_time: Some(closed_since),
         ack_delay: None,

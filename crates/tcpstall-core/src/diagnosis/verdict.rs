@@ -10,6 +10,7 @@ use super::timer::{DelayedAckProfile, infer_timer};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
 use crate::segment::Nanos;
+use crate::side::{PerSide, Side};
 
 /// What tcpstall concludes about one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -106,8 +107,8 @@ pub struct ConnectionDiagnosis {
     /// Gaps beyond the listing limits: (count, total duration) by class index.
     pub unlisted: [(u64, Nanos); StallClass::COUNT],
     /// Which role each event side is.
-    side_roles: [Role; 2],
-    pub endpoints: [SocketAddr; 2],
+    side_roles: PerSide<Role>,
+    pub endpoints: PerSide<SocketAddr>,
     pub verdict: Verdict,
     pub stall_count: usize,
     pub time_lost: Nanos,
@@ -143,11 +144,11 @@ impl ConnectionDiagnosis {
         }
     }
 
-    pub fn role_of_side(&self, side: usize) -> Role {
+    pub fn role_of_side(&self, side: Side) -> Role {
         self.side_roles[side]
     }
 
-    pub fn endpoint_of_side(&self, side: usize) -> SocketAddr {
+    pub fn endpoint_of_side(&self, side: Side) -> SocketAddr {
         self.endpoints[side]
     }
 
@@ -208,8 +209,8 @@ impl ConnectionDiagnosis {
 pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
     let events = std::mem::take(&mut connection.events);
     let client_side = connection.client_side();
-    let server_side = 1 - client_side;
-    let mut side_roles = [Role::Client; 2];
+    let server_side = client_side.other();
+    let mut side_roles = PerSide::new(Role::Client, Role::Client);
     side_roles[server_side] = Role::Server;
     let tcp_stalls: Vec<&StallEvent> = events.iter().filter(|e| e.class.is_tcp_stall()).collect();
     let unlisted = connection.unlisted;
@@ -226,13 +227,13 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
             .map(|(n, _)| *n as usize)
             .sum::<usize>();
 
-    let mut directions: Vec<DirectionDiagnosis> = [0, 1]
+    let mut directions: Vec<DirectionDiagnosis> = Side::BOTH
         .into_iter()
         .filter_map(|holder| {
             let held: Vec<&StallEvent> = tcp_stalls
                 .iter()
                 .copied()
-                .filter(|e| e.holder.map(usize::from) == Some(holder))
+                .filter(|e| e.holder == Some(holder))
                 .collect();
             direction_diagnosis(&held, holder, side_roles, connection.endpoints)
         })
@@ -287,15 +288,16 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         duplicates: connection.duplicates,
         bytes_client_to_server: connection.dirs[client_side].data_bytes,
         bytes_server_to_client: connection.dirs[server_side].data_bytes,
-        retransmitted_segments: connection.dirs[0].retransmitted_segments
-            + connection.dirs[1].retransmitted_segments,
+        retransmitted_segments: connection.dirs[Side::First].retransmitted_segments
+            + connection.dirs[Side::Second].retransmitted_segments,
         client_mss: connection.send_mss(client_side),
         server_mss: connection.send_mss(server_side),
         client_path_rtt: connection.dirs[client_side].path_rtt(),
         server_path_rtt: connection.dirs[server_side].path_rtt(),
         client_messages: connection.dirs[client_side].messages,
         server_messages: connection.dirs[server_side].messages,
-        timestamps: connection.dirs[0].timestamps_seen && connection.dirs[1].timestamps_seen,
+        timestamps: connection.dirs[Side::First].timestamps_seen
+            && connection.dirs[Side::Second].timestamps_seen,
         inferred: None,
         events: Vec::new(),
         unlisted,
@@ -321,14 +323,14 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
 /// Nagle is classic. None when it held none.
 fn direction_diagnosis(
     held: &[&StallEvent],
-    holder: usize,
-    side_roles: [Role; 2],
-    endpoints: [SocketAddr; 2],
+    holder: Side,
+    side_roles: PerSide<Role>,
+    endpoints: PerSide<SocketAddr>,
 ) -> Option<DirectionDiagnosis> {
     if held.is_empty() {
         return None;
     }
-    let delayer = 1 - holder;
+    let delayer = holder.other();
     let delays: Vec<Nanos> = held.iter().filter_map(|e| e.ack_delay).collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
         let (median, min, max, timer) = infer_timer(&delays);

@@ -14,6 +14,7 @@ use crate::detect::{DetectConfig, GapContext, StallEvent};
 use crate::path::{CLOCK_SAMPLE_PACKETS, ClockStep};
 use crate::segment::{Nanos, Segment};
 use crate::seq::{ORIGIN, SeqNumber};
+use crate::side::{PerSide, Side};
 
 /// TCP timestamps take 12 option bytes (RFC 7323: 10 bytes, padded to 12) in every segment.
 pub(super) const TIMESTAMP_OPTION_BYTES: u32 = 12;
@@ -40,23 +41,23 @@ pub struct Connection {
     pub last_time: Nanos,
     pub(super) synack_time: Option<Nanos>,
     /// The side that sent the SYN, if the handshake was captured.
-    pub syn_sender: Option<usize>,
+    pub syn_sender: Option<Side>,
     pub reset: bool,
     /// The gap whose released data may continue in the next segments.
     /// (gap index, sender, release time, the release's ACK field).
-    pub(super) open_release: Option<(usize, usize, Nanos, SeqNumber)>,
+    pub(super) open_release: Option<(usize, Side, Nanos, SeqNumber)>,
     pub(super) clock: ClockStep,
     /// The last data-bearing segment: time, side, packet number.
-    pub(super) last_data: Option<(Nanos, usize, u64)>,
+    pub(super) last_data: Option<(Nanos, Side, u64)>,
     /// By sender, the newest data acknowledged inside a gap waiting to be classified
     /// ([`Nanos::MIN`]: none): a later ACK of data far newer concerns none of them.
-    pub(super) pending_acked_data_time: [Nanos; 2],
-    pub dirs: [Direction; 2],
+    pub(super) pending_acked_data_time: PerSide<Nanos>,
+    pub dirs: PerSide<Direction>,
     /// Gaps waiting to be classified when the connection's round trips are known.
     pub(super) gaps: Vec<PendingGap>,
     pub duplicates: u64,
-    /// The two endpoints; side 0 and side 1.
-    pub endpoints: [SocketAddr; 2],
+    /// The two endpoints, by side.
+    pub endpoints: PerSide<SocketAddr>,
     /// The overlay network the connection runs in ([`Segment::tunnel`]), 0 when none.
     pub tunnel: u32,
     pub first_time: Nanos,
@@ -70,9 +71,11 @@ pub struct Connection {
 
 impl Connection {
     /// A connection opened by `segment`, sent by side `x`.
-    pub(super) fn new(segment: &Segment, x: usize, packet: u64) -> Connection {
-        let mut endpoints = [segment.src, segment.dst];
-        endpoints.swap(0, x);
+    pub(super) fn new(segment: &Segment, x: Side, packet: u64) -> Connection {
+        let mut endpoints = PerSide::new(segment.src, segment.dst);
+        if x == Side::Second {
+            endpoints.swap();
+        }
         Connection {
             endpoints,
             tunnel: segment.tunnel,
@@ -81,7 +84,7 @@ impl Connection {
             last_time: segment.time,
             first_packet: packet,
             packets: 0,
-            dirs: [Direction::default(), Direction::default()],
+            dirs: PerSide::default(),
             events: Vec::new(),
             unlisted: [(0, 0); StallClass::COUNT],
             listed: [0; StallClass::COUNT],
@@ -90,25 +93,25 @@ impl Connection {
             synack_time: None,
             last_data: None,
             gaps: Vec::new(),
-            pending_acked_data_time: [Nanos::MIN; 2],
+            pending_acked_data_time: PerSide::new(Nanos::MIN, Nanos::MIN),
             open_release: None,
             duplicates: 0,
             clock: ClockStep::default(),
         }
     }
 
-    pub fn side_of(&self, addr: &SocketAddr) -> usize {
-        usize::from(self.endpoints[0] != *addr)
+    pub fn side_of(&self, addr: &SocketAddr) -> Side {
+        Side::second_if(self.endpoints[Side::First] != *addr)
     }
 
     /// The side that opened the connection, or the best guess: the side with the
     /// ephemeral-looking (higher) port when the handshake was not captured.
-    pub fn client_side(&self) -> usize {
+    pub fn client_side(&self) -> Side {
         if let Some(side) = self.syn_sender {
             return side;
         }
-        let ports = [self.endpoints[0].port(), self.endpoints[1].port()];
-        usize::from(ports[1] > ports[0])
+        let ports = self.endpoints.map(|endpoint| endpoint.port());
+        Side::second_if(ports[Side::Second] > ports[Side::First])
     }
 
     pub fn handshake_seen(&self) -> bool {
@@ -117,10 +120,10 @@ impl Connection {
 
     /// The largest segment `side` may send: the MSS the other side announced, less the
     /// timestamp option when both sides use it; inferred when the SYNs were not captured.
-    pub fn send_mss(&self, side: usize) -> (u32, MssSource) {
+    pub fn send_mss(&self, side: Side) -> (u32, MssSource) {
         let mss = self.segment_mss(side);
         let largest = self.dirs[side].max_payload;
-        if self.dirs[1 - side].mss_option.is_some() {
+        if self.dirs[side.other()].mss_option.is_some() {
             (mss, MssSource::Syn)
         } else if largest > mss {
             (largest, MssSource::Inferred)
@@ -131,7 +134,7 @@ impl Connection {
 
     /// The size from which `side`'s segments are full-sized: the MSS its peer announced,
     /// or the smaller segment limit it was seen keeping to.
-    pub(super) fn full_size(&self, side: usize) -> u32 {
+    pub(super) fn full_size(&self, side: Side) -> u32 {
         self.dirs[side].sender.full_size(self.segment_mss(side))
     }
 
@@ -139,25 +142,25 @@ impl Connection {
     /// timestamp option when both sides use it), or Ethernet's when no SYN was captured
     /// (a capture taken before segmentation offload shows larger records, which are no
     /// bigger segments).
-    pub(super) fn segment_mss(&self, side: usize) -> u32 {
-        let timestamps = self.dirs[side].timestamps_seen && self.dirs[1 - side].timestamps_seen;
+    pub(super) fn segment_mss(&self, side: Side) -> u32 {
+        let timestamps = self.dirs[side].timestamps_seen && self.dirs[side.other()].timestamps_seen;
         let overhead = if timestamps {
             TIMESTAMP_OPTION_BYTES
         } else {
             0
         };
-        match self.dirs[1 - side].mss_option {
+        match self.dirs[side.other()].mss_option {
             Some(mss) => u32::from(mss).saturating_sub(overhead).max(1),
             None => DEFAULT_ETHERNET_MSS - overhead,
         }
     }
 
-    pub fn path_rtt(&self, side: usize) -> Nanos {
+    pub fn path_rtt(&self, side: Side) -> Nanos {
         self.dirs[side].path_rtt().unwrap_or(0)
     }
 
-    pub(super) fn window_scale(&self, side: usize) -> Option<u8> {
-        let (own, peer) = (&self.dirs[side], &self.dirs[1 - side]);
+    pub(super) fn window_scale(&self, side: Side) -> Option<u8> {
+        let (own, peer) = (&self.dirs[side], &self.dirs[side.other()]);
         if own.syn_seen && peer.syn_seen {
             // RFC 7323 2.2: scaling is on only when both SYNs carry the option.
             match (own.window_scale_option, peer.window_scale_option) {
@@ -173,11 +176,11 @@ impl Connection {
     pub(super) fn observe(
         &mut self,
         segment: &Segment,
-        x: usize,
+        x: Side,
         packet: u64,
         config: &DetectConfig,
     ) {
-        let y = 1 - x;
+        let y = x.other();
         let t = segment.time;
 
         let raw = RawHeader::of(segment);
@@ -229,18 +232,19 @@ impl Connection {
 
         // This side's previous segment: when it acknowledged new data of the other side,
         // if it did (the gap this segment may end may have been waiting for it).
-        let own = &self.dirs[x].last;
+        let dir = &mut self.dirs[x];
+        let own = &dir.last;
         let previous_own_ack = own.has(LastSegment::ACK_ADVANCED).then_some(own.time);
         if carries_data && !own.has(LastSegment::CARRIES_DATA) && own.has(LastSegment::SEEN) {
             // Its last segment was a pure ACK, and data follows it: a release that crosses
             // this data was answering that ACK.
-            self.dirs[x].last_pure_ack = *own;
+            dir.last_pure_ack = *own;
         }
         if own.has(LastSegment::SEEN)
             && own.has(LastSegment::HAS_TSVAL)
             && !own.has(LastSegment::CARRIES_DATA)
         {
-            self.dirs[x].last_bare_tsval = Some((own.tsval, own.time));
+            dir.last_bare_tsval = Some((own.tsval, own.time));
         }
         // Recorded in place: this runs on every segment.
         self.dirs[x].last = LastSegment::begin(packet, t, previous_time);
@@ -317,13 +321,13 @@ impl Connection {
     /// ACKs carried.
     pub(super) fn note_echo(
         &mut self,
-        x: usize,
+        x: Side,
         tsval: u32,
         tsecr: u32,
         is_new: bool,
         not_pure_ack: bool,
     ) {
-        let y = 1 - x;
+        let y = x.other();
         if !self.dirs[x].echoes_pure_acks
             && self.dirs[y].newest_tsval_pure_ack_only
             && self.dirs[y].newest_tsval == tsecr
@@ -339,7 +343,7 @@ impl Connection {
         }
     }
 
-    pub(super) fn observe_syn(&mut self, segment: &Segment, x: usize, y: usize) {
+    pub(super) fn observe_syn(&mut self, segment: &Segment, x: Side, y: Side) {
         let dir = &mut self.dirs[x];
         dir.syn_seen = true;
         dir.mss_option = segment.options.mss;
@@ -356,13 +360,13 @@ impl Connection {
             self.synack_time = Some(segment.time);
             self.dirs[x].record_rtt_sample(segment.time - syn_time, true);
         }
-        for side in [0, 1] {
+        for side in Side::BOTH {
             self.dirs[side].window_shift = self.window_scale(side);
         }
     }
 
     /// What the ACK field of `segment` (from side `x`) did, recorded in its last segment.
-    pub(super) fn observe_ack(&mut self, segment: &Segment, x: usize, y: usize, t: Nanos) {
+    pub(super) fn observe_ack(&mut self, segment: &Segment, x: Side, y: Side, t: Nanos) {
         let peer = &mut self.dirs[y];
         let ack = peer.position(segment.ack);
         if let Some(synack) = self.synack_time
@@ -452,7 +456,7 @@ impl Connection {
     /// A later ACK for data `sender` sent at `data_time` measured `round_trip`: gaps
     /// waiting to be classified whose releasing ACK covered earlier data of the same
     /// flight met the same path (a FIFO queue serves that data first).
-    pub(super) fn note_prompt_ack(&mut self, sender: usize, data_time: Nanos, round_trip: Nanos) {
+    pub(super) fn note_prompt_ack(&mut self, sender: Side, data_time: Nanos, round_trip: Nanos) {
         if self.pending_acked_data_time[sender] < data_time - SAME_FLIGHT {
             return;
         }
@@ -483,13 +487,13 @@ impl Connection {
         &mut self,
         segment: &Segment,
         packet: u64,
-        x: usize,
+        x: Side,
         (seq_start, seq_end): (u64, u64),
         is_retransmission: bool,
         previous_own_ack: Option<Nanos>,
         config: &DetectConfig,
     ) {
-        let y = 1 - x;
+        let y = x.other();
         let t = segment.time;
         let mss = self.segment_mss(x);
 
@@ -616,7 +620,7 @@ impl Connection {
     }
 
     pub(super) fn is_finished(&self) -> bool {
-        self.reset || (self.dirs[0].fin_seen && self.dirs[1].fin_seen)
+        self.reset || (self.dirs[Side::First].fin_seen && self.dirs[Side::Second].fin_seen)
     }
 }
 

@@ -6,8 +6,8 @@ use super::connection::{Connection, MAX_PENDING_GAPS, PendingGap};
 use crate::detect::{
     DetectConfig, GapContext, PeerSegment, SenderClock, classify_gap, sender_clock, window,
 };
-use crate::path::PathSide;
 use crate::segment::{Nanos, Segment};
+use crate::side::{PerSide, Side};
 
 impl Connection {
     /// Opens a gap when `segment`, data of side `x`, ends a pause in the connection's data,
@@ -17,13 +17,13 @@ impl Connection {
         &mut self,
         segment: &Segment,
         packet: u64,
-        x: usize,
+        x: Side,
         (seq_start, seq_end): (u64, u64),
         is_retransmission: bool,
         previous_own_ack: Option<Nanos>,
         config: &DetectConfig,
     ) {
-        let y = 1 - x;
+        let y = x.other();
         let t = segment.time;
         let mss = self.segment_mss(x);
 
@@ -85,7 +85,7 @@ impl Connection {
                 sender_echoes_pure_acks: false,
                 release_after_hole: !is_retransmission && seq_start > self.dirs[x].snd_max,
                 sender_acked_peer_at,
-                path: [PathSide::default(); 2],
+                path: PerSide::default(),
                 clock_step: 0,
                 prompt_round_trip,
                 peer_acks_every_segment,
@@ -138,9 +138,9 @@ impl Connection {
     /// Classifies the gaps with the connection's final round-trip estimates and what
     /// each sender's own segments proved by then.
     pub(super) fn classify_gaps(&mut self, config: &DetectConfig) {
-        let path = [0, 1].map(|side| self.dirs[side].round_trips.side());
-        let full_size = [0, 1].map(|side| self.full_size(side));
-        let clock = [0, 1].map(|side| self.sender_clock(side));
+        let path = PerSide::from_fn(|side| self.dirs[side].round_trips.side());
+        let full_size = PerSide::from_fn(|side| self.full_size(side));
+        let clock = PerSide::from_fn(|side| self.sender_clock(side));
         for gap in &mut self.gaps {
             let context = &mut gap.context;
             let sender = context.sender;
@@ -163,13 +163,13 @@ impl Connection {
             }
         }
         self.gaps.clear();
-        self.pending_acked_data_time = [Nanos::MIN; 2];
+        self.pending_acked_data_time = PerSide::new(Nanos::MIN, Nanos::MIN);
         self.open_release = None;
     }
 
     /// Whether `side`'s data, over its pending gaps that ended after an ACK of the other
     /// side, follows its own clock rather than those ACKs.
-    pub(super) fn sender_clock(&self, side: usize) -> SenderClock {
+    pub(super) fn sender_clock(&self, side: Side) -> SenderClock {
         let (mut intervals, mut reactions): (Vec<Nanos>, Vec<Nanos>) = self
             .gaps
             .iter()
@@ -187,8 +187,8 @@ impl Connection {
     /// A window still closed when the connection ends
     /// ([`crate::detect::window::still_closed_at_end`]).
     pub(super) fn window_closed_at_end(&mut self, config: &DetectConfig) {
-        for holder in [0, 1] {
-            let receiver = 1 - holder;
+        for holder in Side::BOTH {
+            let receiver = holder.other();
             if !self.dirs[receiver].window_closed {
                 continue;
             }

@@ -9,6 +9,7 @@ use rustc_hash::FxHashMap;
 use super::connection::Connection;
 use crate::detect::DetectConfig;
 use crate::segment::{Nanos, Segment};
+use crate::side::Side;
 
 /// A connection's two endpoints, lower first, packed into machine words so that
 /// hashing and comparing them is cheap: IPv4 takes the first two words (address and port
@@ -41,10 +42,10 @@ impl PartialEq for FlowKey {
 pub(super) const V6_KEY: u64 = 1 << 63;
 
 impl FlowKey {
-    /// The key of the connection between `src` and `dst`, and the side `src` is: 0 for
-    /// the lower endpoint in the order of [`SocketAddr`] (IPv4 first, then address, then
+    /// The key of the connection between `src` and `dst`, and the side `src` is: the first
+    /// for the lower endpoint in the order of [`SocketAddr`] (IPv4 first, then address, then
     /// port), whose IPv6 flow label and scope are always zero here.
-    pub(super) fn of(src: &SocketAddr, dst: &SocketAddr, tunnel: u32) -> (FlowKey, usize) {
+    pub(super) fn of(src: &SocketAddr, dst: &SocketAddr, tunnel: u32) -> (FlowKey, Side) {
         let tunnel = u64::from(tunnel & crate::segment::MAX_TUNNEL_ID);
         if let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (src, dst) {
             let word = |a: &std::net::SocketAddrV4| {
@@ -52,13 +53,17 @@ impl FlowKey {
             };
             let (src, dst) = (word(src), word(dst));
             return if src <= dst {
-                (FlowKey([src, dst, tunnel, 0, 0]), 0)
+                (FlowKey([src, dst, tunnel, 0, 0]), Side::First)
             } else {
-                (FlowKey([dst, src, tunnel, 0, 0]), 1)
+                (FlowKey([dst, src, tunnel, 0, 0]), Side::Second)
             };
         }
-        let side = usize::from(src > dst);
-        let (lower, upper) = if side == 0 { (src, dst) } else { (dst, src) };
+        let side = Side::second_if(src > dst);
+        let (lower, upper) = if side == Side::First {
+            (src, dst)
+        } else {
+            (dst, src)
+        };
         let bits = |addr: &SocketAddr| match addr.ip() {
             std::net::IpAddr::V4(ip) => (u128::from(ip.to_bits()), 0),
             std::net::IpAddr::V6(ip) => (ip.to_bits(), 1),
@@ -190,13 +195,7 @@ impl FlowTable {
         }
     }
 
-    pub(super) fn open(
-        &mut self,
-        key: FlowKey,
-        segment: &Segment,
-        side: usize,
-        packet: u64,
-    ) -> u32 {
+    pub(super) fn open(&mut self, key: FlowKey, segment: &Segment, side: Side, packet: u64) -> u32 {
         if self.index.len() >= self.max_open {
             self.end_least_recent_quarter();
         }
@@ -223,8 +222,8 @@ impl FlowTable {
         };
         self.free_slots.push(i);
         let (key, _) = FlowKey::of(
-            &connection.endpoints[0],
-            &connection.endpoints[1],
+            &connection.endpoints[Side::First],
+            &connection.endpoints[Side::Second],
             connection.tunnel,
         );
         self.index.remove(&key);
@@ -307,7 +306,7 @@ impl FlowTable {
 impl Connection {
     /// A new SYN from `side` on this 4-tuple starts a new connection when this one has
     /// ended, or when it is a different SYN from the one already seen.
-    pub(super) fn reuse_by(&self, side: usize) -> bool {
+    pub(super) fn reuse_by(&self, side: Side) -> bool {
         if self.is_finished() {
             return true;
         }

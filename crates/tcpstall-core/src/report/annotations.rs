@@ -39,7 +39,7 @@ fn event_comments(
     let class = e.class.name();
     let ev = &e.evidence;
     let gap = ms(e.duration());
-    let sender = c.role_of_side(e.sender.into()).name();
+    let sender = c.role_of_side(e.sender).name();
     let mut push = |packet: u64, text: String| {
         if packet > 0 {
             out.push((packet, text));
@@ -59,12 +59,10 @@ fn event_comments(
         push(ev.data_after_packet, format!("{label}: {gap} ms gap ends"));
         return;
     };
-    let holder = e
-        .holder
-        .map_or(sender, |side| c.role_of_side(side.into()).name());
+    let holder = e.holder.map_or(sender, |side| c.role_of_side(side).name());
     let delayer = e
         .delayer
-        .map_or("receiver", |side| c.role_of_side(side.into()).name());
+        .map_or("receiver", |side| c.role_of_side(side).name());
     let waiting = match e.class {
         StallClass::NagleDelayedAck => "Nagle held its next data",
         _ => "its next data waited",
@@ -120,7 +118,7 @@ fn event_comments(
 /// What ended a gap other than a TCP stall, and how long it was.
 fn gap_ending(c: &ConnectionDiagnosis, e: &StallEvent) -> String {
     let gap = ms(e.duration());
-    let sender = c.role_of_side(e.sender.into()).name();
+    let sender = c.role_of_side(e.sender).name();
     match e.class {
         StallClass::AppThinkTime => match e.idle {
             Some(idle) => format!(
@@ -132,7 +130,7 @@ fn gap_ending(c: &ConnectionDiagnosis, e: &StallEvent) -> String {
         StallClass::ReceiverWindow => {
             let receiver = e
                 .delayer
-                .map_or("receiver", |side| c.role_of_side(side.into()).name());
+                .map_or("receiver", |side| c.role_of_side(side).name());
             format!("ends a {gap} ms gap: the {receiver}'s window held the {sender}")
         }
         StallClass::RetransmissionTimeout => {
@@ -147,7 +145,7 @@ fn gap_ending(c: &ConnectionDiagnosis, e: &StallEvent) -> String {
 /// The delayed-ACK timer the stall's delayer showed over the connection, e.g. "Linux
 /// 40 ms".
 fn timer_of(c: &ConnectionDiagnosis, e: &StallEvent) -> String {
-    let holder = e.holder.map(|side| c.role_of_side(side.into()));
+    let holder = e.holder.map(|side| c.role_of_side(side));
     let profile = c
         .directions
         .iter()

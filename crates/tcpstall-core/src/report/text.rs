@@ -397,7 +397,7 @@ fn render_event(
         millis(e.duration()),
         ack,
         e.held_bytes,
-        c.role_of_side(e.sender.into()).name(),
+        c.role_of_side(e.sender).name(),
         confidence,
         packets
     );
@@ -472,7 +472,7 @@ fn held_description(c: &ConnectionDiagnosis, d: &DirectionDiagnosis) -> String {
         .filter(|e| e.class == StallClass::NagleDelayedAck)
         .filter(|e| {
             e.holder
-                .is_some_and(|side| c.role_of_side(side.into()) == d.holder)
+                .is_some_and(|side| c.role_of_side(side) == d.holder)
         })
         .collect();
     if nagle.is_empty() {

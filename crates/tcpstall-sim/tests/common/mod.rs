@@ -60,7 +60,7 @@ pub fn judge(file: &ScenarioFile) -> Judged {
 impl Judged {
     /// Side (0 client, 1 server) that sent the record ending `e`.
     pub fn sender(&self, e: &StallEvent) -> usize {
-        usize::from(self.diagnosis.role_of_side(e.sender.into()) == Role::Server)
+        usize::from(self.diagnosis.role_of_side(e.sender) == Role::Server)
     }
 
     /// The detector's event on the gap the truth names, if it reported one.
