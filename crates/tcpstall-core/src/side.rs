@@ -2,6 +2,8 @@
 
 use std::ops::{Index, IndexMut};
 
+use serde::{Serialize, Serializer};
+
 /// One of a connection's two endpoints, in the order the connection lists them
 /// (`Connection::endpoints`; in the simulator, the client first). Shown as 0 and 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -32,14 +34,12 @@ impl Side {
     pub fn index(self) -> usize {
         self as usize
     }
+}
 
-    /// The side numbered `index` (0 or 1); `None` for any other number.
-    pub fn from_index(index: usize) -> Option<Side> {
-        match index {
-            0 => Some(Side::First),
-            1 => Some(Side::Second),
-            _ => None,
-        }
+/// Serialized as its number, 0 or 1.
+impl Serialize for Side {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(self.index() as u64)
     }
 }
 
@@ -59,11 +59,6 @@ impl<T> PerSide<T> {
 
     pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> PerSide<U> {
         PerSide(self.0.map(&mut f))
-    }
-
-    /// Each side with its value, the first first.
-    pub fn iter(&self) -> impl Iterator<Item = (Side, &T)> {
-        Side::BOTH.into_iter().zip(self.0.iter())
     }
 
     /// Swaps the two sides' values.
@@ -101,12 +96,6 @@ impl<'a, T> IntoIterator for &'a mut PerSide<T> {
     }
 }
 
-impl<T> From<[T; 2]> for PerSide<T> {
-    fn from(values: [T; 2]) -> PerSide<T> {
-        PerSide(values)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,8 +109,6 @@ mod tests {
         assert_eq!(Side::First.other(), Side::Second);
         assert_eq!(Side::Second.other().other(), Side::Second);
         assert_eq!(Side::second_if(true).index(), 1);
-        assert_eq!(Side::from_index(1), Some(Side::Second));
-        assert_eq!(Side::from_index(2), None);
         assert_eq!(PerSide::from_fn(Side::index).0, [0, 1]);
     }
 }

@@ -17,8 +17,9 @@ use tcpstall_core::analyze::{AnalyzeOptions, analyze};
 use tcpstall_core::capture::PcapWriter;
 use tcpstall_core::diagnosis::Role;
 use tcpstall_core::segment::Nanos;
+use tcpstall_core::side::Side;
 
-use crate::engine::{RunResult, capture_segments};
+use crate::engine::{RunResult, capture_segments, side_name};
 use crate::scenario::ScenarioFile;
 use crate::truth::{Label, TruthGap};
 
@@ -134,10 +135,10 @@ pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accu
         }
     };
     // The detector's gaps by the record that ends them: its time, and its sender.
-    let mut detected: HashMap<(Nanos, usize), Detected> = HashMap::new();
+    let mut detected: HashMap<(Nanos, Side), Detected> = HashMap::new();
     for c in &analysis.connections {
         for e in &c.events {
-            let sender = usize::from(c.role_of_side(e.sender) == Role::Server);
+            let sender = Side::second_if(c.role_of_side(e.sender) == Role::Server);
             detected.insert(
                 (e.end, sender),
                 Detected {
@@ -166,7 +167,7 @@ pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accu
             accuracy.note(format!(
                 "false {} on the {} at {:.6} s where the truth has no gap ({})",
                 answer.label.name(),
-                if sender == 0 { "client" } else { "server" },
+                side_name(sender),
                 end as f64 / 1e9,
                 answer.basis
             ));

@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 
 use tcpstall_core::segment::Nanos;
+use tcpstall_core::side::Side;
 
 use crate::endpoint::Output;
 use crate::engine::{CLIENT, Event, SERVER, Simulation, Transaction, secs};
@@ -178,7 +179,7 @@ impl Simulation<'_> {
         self.write_message(CLIENT, &writes, cause);
     }
 
-    fn write_message(&mut self, side: usize, writes: &[u32], cause: WriteCause) {
+    fn write_message(&mut self, side: Side, writes: &[u32], cause: WriteCause) {
         let options = self.endpoints[side].options;
         let marked: Vec<(u32, bool)> = writes
             .iter()
@@ -194,13 +195,13 @@ impl Simulation<'_> {
     }
 
     /// The rest of a message whose writes are `write_gap` apart: the application's timing.
-    pub(crate) fn write_rest(&mut self, side: usize, writes: Vec<(u32, bool)>) {
+    pub(crate) fn write_rest(&mut self, side: Side, writes: Vec<(u32, bool)>) {
         self.write_some(side, writes, WriteCause::OwnClock);
     }
 
     /// Performs a message's writes: all at once, or the first now and the rest
     /// `write_gap` apart.
-    fn write_some(&mut self, side: usize, writes: Vec<(u32, bool)>, cause: WriteCause) {
+    fn write_some(&mut self, side: Side, writes: Vec<(u32, bool)>, cause: WriteCause) {
         let mut out = Output::default();
         let gap = self.scenario.write_gap;
         let split = if gap > 0 {
@@ -224,7 +225,7 @@ impl Simulation<'_> {
     }
 
     /// A scripted write is due.
-    pub(crate) fn script_write(&mut self, side: usize, bytes: u32, urgent: bool) {
+    pub(crate) fn script_write(&mut self, side: Side, bytes: u32, urgent: bool) {
         if side == CLIENT {
             self.apps.issued += 1;
             self.apps.starts.push(self.now);
@@ -244,7 +245,7 @@ impl Simulation<'_> {
     }
 
     /// close(): the FIN follows the data written.
-    pub(crate) fn close(&mut self, side: usize, cause: WriteCause) {
+    pub(crate) fn close(&mut self, side: Side, cause: WriteCause) {
         self.writes[side].push(WriteRecord {
             end: self.endpoints[side].written() + 1,
             time: self.now,
@@ -258,7 +259,7 @@ impl Simulation<'_> {
     // ---- Reading. ----
 
     /// Data was queued for `side`'s application: it reads now, or wakes later.
-    pub(crate) fn data_queued(&mut self, side: usize) {
+    pub(crate) fn data_queued(&mut self, side: Side) {
         let reader = self.reader(side);
         if reader.is_eager() {
             self.app_read(side);
@@ -275,7 +276,7 @@ impl Simulation<'_> {
         self.schedule(at, Event::AppRead { side });
     }
 
-    fn reader(&self, side: usize) -> crate::scenario::Reader {
+    fn reader(&self, side: Side) -> crate::scenario::Reader {
         if side == CLIENT {
             self.scenario.client.reader
         } else {
@@ -285,7 +286,7 @@ impl Simulation<'_> {
 
     /// The application reads: one call of at most `read_bytes` when its reads are paced,
     /// otherwise calls until nothing is left.
-    pub(crate) fn app_read(&mut self, side: usize) {
+    pub(crate) fn app_read(&mut self, side: Side) {
         let reader = self.reader(side);
         self.reads[side].pending = false;
         let left = |total: u64| {
@@ -327,7 +328,7 @@ impl Simulation<'_> {
         }
     }
 
-    fn deliver(&mut self, side: usize, bytes: u64) {
+    fn deliver(&mut self, side: Side, bytes: u64) {
         if side == CLIENT {
             self.client_received(bytes);
         } else {
@@ -442,7 +443,7 @@ impl Simulation<'_> {
     }
 
     /// The application's own timer fired: think time over, or the next period.
-    pub(crate) fn app_timer(&mut self, side: usize) {
+    pub(crate) fn app_timer(&mut self, side: Side) {
         if side == SERVER {
             self.apps.server_answering = false;
             self.answer_one();

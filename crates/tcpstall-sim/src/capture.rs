@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags, TcpOptions};
 use tcpstall_core::seq::SeqNumber;
+use tcpstall_core::side::{PerSide, Side};
 
 use crate::endpoint::{SegmentKind, WINDOW_SCALE, WireSegment};
 use crate::link::Rng;
@@ -40,10 +41,10 @@ pub struct CaptureRecords {
 }
 
 /// The host whose stack the capture runs on, if the capture point is at an endpoint.
-fn capture_host(point: CapturePoint) -> Option<usize> {
+fn capture_host(point: CapturePoint) -> Option<Side> {
     match point {
-        CapturePoint::Client => Some(0),
-        CapturePoint::Server => Some(1),
+        CapturePoint::Client => Some(Side::First),
+        CapturePoint::Server => Some(Side::Second),
         CapturePoint::Tap(_) => None,
     }
 }
@@ -80,7 +81,7 @@ pub fn finish(
 /// direction, in sequence, under 64 KB. TSO (what the host sends): segments of one send
 /// burst. GRO (what it receives): segments arriving within one batch; a PSH ends the
 /// merge (Linux tcp_gro_receive flushes on PSH).
-fn continues(record: &Captured, next: &Captured, host: usize) -> bool {
+fn continues(record: &Captured, next: &Captured, host: Side) -> bool {
     let (a, b) = (&record.segment, &next.segment);
     let plain = |s: &WireSegment| {
         s.len > 0 && !s.syn && !s.fin && !s.urg && s.kind == SegmentKind::Data && !s.retransmission
@@ -98,10 +99,10 @@ fn continues(record: &Captured, next: &Captured, host: usize) -> bool {
     }
 }
 
-fn merge_offloaded(passed: Vec<Captured>, host: usize) -> Vec<Captured> {
+fn merge_offloaded(passed: Vec<Captured>, host: Side) -> Vec<Captured> {
     let mut out: Vec<Captured> = Vec::with_capacity(passed.len());
     // The open record per direction: its index in `out`.
-    let mut open: [Option<usize>; 2] = [None, None];
+    let mut open: PerSide<Option<usize>> = PerSide::default();
     for c in passed {
         let from = c.segment.from;
         if let Some(i) = open[from]
@@ -134,10 +135,10 @@ pub fn addresses() -> [SocketAddr; 2] {
 }
 
 /// Turns a captured wire segment into the analyzer's [`Segment`].
-pub fn to_segment(captured: &Captured, isn: [SeqNumber; 2]) -> Segment {
+pub fn to_segment(captured: &Captured, isn: PerSide<SeqNumber>) -> Segment {
     let s = &captured.segment;
     let [client, server] = addresses();
-    let (src, dst) = if s.from == 0 {
+    let (src, dst) = if s.from == Side::First {
         (client, server)
     } else {
         (server, client)
@@ -169,7 +170,7 @@ pub fn to_segment(captured: &Captured, isn: [SeqNumber; 2]) -> Segment {
         dst,
         seq: isn[s.from] + s.seq as u32,
         ack: if s.ack_flag {
-            isn[1 - s.from] + s.ack as u32
+            isn[s.from.other()] + s.ack as u32
         } else {
             SeqNumber(0)
         },
@@ -188,12 +189,12 @@ pub fn to_segment(captured: &Captured, isn: [SeqNumber; 2]) -> Segment {
 }
 
 /// The initial sequence numbers of a run's capture.
-pub fn initial_sequence_numbers(seed: u64) -> [SeqNumber; 2] {
+pub fn initial_sequence_numbers(seed: u64) -> PerSide<SeqNumber> {
     let mut rng = Rng::new(seed ^ 0x5eed);
-    [
+    PerSide::new(
         SeqNumber(rng.next_u64() as u32),
         SeqNumber(rng.next_u64() as u32),
-    ]
+    )
 }
 
 #[cfg(test)]
@@ -201,7 +202,7 @@ mod tests {
     use super::*;
     use crate::endpoint::SegmentKind;
 
-    fn data(from: usize, time: Nanos, seq: u64, len: u32, burst: u64, psh: bool) -> Captured {
+    fn data(from: Side, time: Nanos, seq: u64, len: u32, burst: u64, psh: bool) -> Captured {
         Captured {
             time,
             merged: 1,
@@ -234,12 +235,12 @@ mod tests {
     #[test]
     fn tso_merges_one_burst_and_gro_merges_one_batch_up_to_a_push() {
         let passed = vec![
-            data(0, 0, 1, 1448, 7, false),
-            data(0, 10, 1449, 1448, 7, false),
-            data(0, 20, 2897, 1448, 8, true),
-            data(1, 1_000, 1, 1448, 3, false),
-            data(1, 1_010, 1449, 100, 3, true),
-            data(1, 1_020, 1549, 100, 3, true),
+            data(Side::First, 0, 1, 1448, 7, false),
+            data(Side::First, 10, 1449, 1448, 7, false),
+            data(Side::First, 20, 2897, 1448, 8, true),
+            data(Side::Second, 1_000, 1, 1448, 3, false),
+            data(Side::Second, 1_010, 1449, 100, 3, true),
+            data(Side::Second, 1_020, 1549, 100, 3, true),
         ];
         let records = finish(passed, CapturePoint::Client, true, 0.0, 1);
         let lens: Vec<u32> = records.made.iter().map(|c| c.segment.len).collect();
@@ -250,7 +251,7 @@ mod tests {
     #[test]
     fn a_tap_has_no_host_to_offload_and_misses_drop_records() {
         let passed: Vec<Captured> = (0..1000)
-            .map(|i| data(0, i * 10, 1 + i as u64 * 100, 100, 1, false))
+            .map(|i| data(Side::First, i * 10, 1 + i as u64 * 100, 100, 1, false))
             .collect();
         let records = finish(passed, CapturePoint::Tap(0.5), true, 0.1, 3);
         assert_eq!(records.made.len(), 1000);

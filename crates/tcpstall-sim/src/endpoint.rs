@@ -4,6 +4,7 @@
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 use tcpstall_core::seq::SeqNumber;
+use tcpstall_core::side::Side;
 
 use crate::profile::{DelayedAckTimer, NagleMode, RtoRule, SlowStart, StackProfile};
 use crate::scenario::SocketOptions;
@@ -45,7 +46,7 @@ pub enum SegmentKind {
 pub struct WireSegment {
     /// Set by the engine when the segment is sent: names it in the ground truth.
     pub id: u64,
-    pub from: usize,
+    pub from: Side,
     /// Sequence and acknowledgement numbers relative to each side's ISN (SYN = 0).
     pub seq: u64,
     pub ack: u64,
@@ -137,7 +138,7 @@ pub struct Output {
 }
 
 pub struct Endpoint {
-    pub side: usize,
+    pub side: Side,
     pub profile: StackProfile,
     pub options: SocketOptions,
     pub send_mss: u32,
@@ -216,7 +217,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn new(
-        side: usize,
+        side: Side,
         profile: StackProfile,
         options: SocketOptions,
         jiffy_phase: Nanos,

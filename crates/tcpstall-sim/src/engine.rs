@@ -10,6 +10,7 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos, Segment};
+use tcpstall_core::side::{PerSide, Side};
 
 use crate::apps::Apps;
 use crate::capture::{self, CaptureRecords, Captured};
@@ -22,8 +23,8 @@ use crate::window::ReceiveBuffer;
 
 pub use crate::capture::{addresses, to_segment};
 
-pub const CLIENT: usize = 0;
-pub const SERVER: usize = 1;
+pub const CLIENT: Side = Side::First;
+pub const SERVER: Side = Side::Second;
 
 /// Simulated time never passes this, and no run processes more events: every run ends.
 const MAX_SIM_TIME: Nanos = 3_600 * 1_000_000_000;
@@ -35,47 +36,47 @@ pub const TRUTH_MIN_GAP: Nanos = 10 * NANOS_PER_MILLI;
 pub(crate) enum Event {
     Arrive(WireSegment),
     DelayedAck {
-        side: usize,
+        side: Side,
         generation: u64,
     },
     Rto {
-        side: usize,
+        side: Side,
         generation: u64,
     },
     Persist {
-        side: usize,
+        side: Side,
         generation: u64,
     },
     CorkFlush {
-        side: usize,
+        side: Side,
     },
     /// The side's data has left the host: autocorked writes may go.
     HostQueueDrained {
-        side: usize,
+        side: Side,
     },
     /// The application's timer: think time over, or its period.
     AppWrite {
-        side: usize,
+        side: Side,
     },
     /// The next writes of a message whose writes are spaced apart.
     WriteRest {
-        side: usize,
+        side: Side,
         writes: Vec<(u32, bool)>,
     },
     /// A write of a send script is due.
     ScriptWrite {
-        side: usize,
+        side: Side,
         bytes: u32,
         /// Sent with MSG_OOB.
         urgent: bool,
     },
     /// The application wakes to read.
     AppRead {
-        side: usize,
+        side: Side,
     },
     /// The one-way client closes its end.
     AppClose {
-        side: usize,
+        side: Side,
     },
 }
 
@@ -139,7 +140,7 @@ pub struct RunResult {
     pub zero_windows: u64,
 }
 
-pub(crate) fn side_name(side: usize) -> &'static str {
+pub(crate) fn side_name(side: Side) -> &'static str {
     if side == CLIENT { "client" } else { "server" }
 }
 
@@ -161,20 +162,20 @@ pub struct Simulation<'a> {
     pub(crate) now: Nanos,
     order: u64,
     queue: BinaryHeap<Reverse<Queued>>,
-    pub(crate) endpoints: [Endpoint; 2],
+    pub(crate) endpoints: PerSide<Endpoint>,
     /// The path, shared with the other connections of a concurrent run.
     link: Rc<RefCell<Link>>,
-    generations: [[u64; 3]; 2],
+    generations: PerSide<[u64; 3]>,
     rng: Rng,
     pub(crate) apps: Apps,
     pub(crate) result: RunResult,
     record_capture: bool,
-    established: [bool; 2],
+    established: PerSide<bool>,
     /// Everything that passed the capture point, before the capture made its records.
     passed: Vec<Captured>,
     sent: Vec<SentSegment>,
-    pub(crate) writes: [Vec<WriteRecord>; 2],
-    pub(crate) reads: [ReadState; 2],
+    pub(crate) writes: PerSide<Vec<WriteRecord>>,
+    pub(crate) reads: PerSide<ReadState>,
 }
 
 const DELACK: usize = 0;
@@ -197,7 +198,7 @@ impl<'a> Simulation<'a> {
     ) -> Simulation<'a> {
         let mut rng = Rng::new(scenario.link.seed.wrapping_add(index));
         let phase = |rng: &mut Rng| (rng.unit() * 200e6) as Nanos;
-        let endpoint = |side: usize, rng: &mut Rng| {
+        let endpoint = |side: Side, rng: &mut Rng| {
             let config = if side == CLIENT {
                 &scenario.client
             } else {
@@ -220,9 +221,9 @@ impl<'a> Simulation<'a> {
             now: 0,
             order: 0,
             queue: BinaryHeap::new(),
-            endpoints: [client, server],
+            endpoints: PerSide::new(client, server),
             link,
-            generations: [[0; 3]; 2],
+            generations: PerSide::default(),
             rng,
             apps: Apps::new(scenario),
             result: RunResult {
@@ -242,11 +243,11 @@ impl<'a> Simulation<'a> {
                 zero_windows: 0,
             },
             record_capture,
-            established: [false; 2],
+            established: PerSide::default(),
             passed: Vec::new(),
             sent: Vec::new(),
-            writes: [Vec::new(), Vec::new()],
-            reads: [ReadState::default(), ReadState::default()],
+            writes: PerSide::default(),
+            reads: PerSide::default(),
         }
     }
 
@@ -384,7 +385,7 @@ impl<'a> Simulation<'a> {
     }
 
     fn arrive(&mut self, segment: WireSegment, server_mss: u32) {
-        let to = 1 - segment.from;
+        let to = segment.from.other();
         if segment.syn {
             self.handshake(segment, server_mss);
             return;
@@ -435,7 +436,7 @@ impl<'a> Simulation<'a> {
 
     /// Carries out an endpoint's output: sends its segments, arms its timers, and lets
     /// the application read what arrived.
-    pub(crate) fn apply(&mut self, side: usize, out: Output) {
+    pub(crate) fn apply(&mut self, side: Side, out: Output) {
         let first_id = self.result.segments_sent + 1;
         for hold in &out.released {
             self.record_hold(side, hold, first_id + hold.segment_index as u64);
@@ -467,7 +468,7 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    fn rearm(&mut self, side: usize, timer: usize, at: Nanos) {
+    fn rearm(&mut self, side: Side, timer: usize, at: Nanos) {
         self.generations[side][timer] += 1;
         if at != Nanos::MAX {
             let generation = self.generations[side][timer];
@@ -480,7 +481,7 @@ impl<'a> Simulation<'a> {
         }
     }
 
-    fn record_hold(&mut self, side: usize, hold: &crate::endpoint::ReleasedHold, id: u64) {
+    fn record_hold(&mut self, side: Side, hold: &crate::endpoint::ReleasedHold, id: u64) {
         let reason = hold.reason.name();
         self.result.holds.push(TruthHold {
             side: side_name(side),
@@ -504,7 +505,7 @@ impl<'a> Simulation<'a> {
         self.result.stalls.push(TruthStall {
             class,
             holder: side_name(side),
-            delayer: side_name(1 - side),
+            delayer: side_name(side.other()),
             hold_start: secs(hold.since),
             released: secs(hold.released),
             released_at_capture: secs(at_capture),
@@ -520,7 +521,7 @@ impl<'a> Simulation<'a> {
 
     /// When a segment leaving `side` at `sent` passes the capture point on an idle path
     /// (replaced by the recorded time when the capture saw it).
-    fn capture_time_of_departure(&self, side: usize, sent: Nanos) -> Nanos {
+    fn capture_time_of_departure(&self, side: Side, sent: Nanos) -> Nanos {
         let link = self.link.borrow();
         sent + (link.delays[side] as f64 * link.share_to_capture(side)) as Nanos
     }

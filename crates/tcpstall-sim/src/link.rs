@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 
 use tcpstall_core::segment::Nanos;
+use tcpstall_core::side::{PerSide, Side};
 
 use crate::scenario::LinkConfig;
 
@@ -88,11 +89,11 @@ pub struct Transit {
 pub struct Link {
     config: LinkConfig,
     /// One-way delays, client to server and server to client.
-    pub delays: [Nanos; 2],
+    pub delays: PerSide<Nanos>,
     /// The capture point's fraction of the path from the client.
     capture_fraction: f64,
-    lanes: [Lane; 2],
-    bottleneck: [BottleneckQueue; 2],
+    lanes: PerSide<Lane>,
+    bottleneck: PerSide<BottleneckQueue>,
     /// The varying delay's own generator, so that it leaves the runs' other draws alone.
     variation_rng: Rng,
 }
@@ -109,23 +110,23 @@ impl Link {
             level: variation_rng.unit(),
             ..Lane::default()
         };
-        let lanes = [lane(), lane()];
+        let lanes = PerSide::new(lane(), lane());
         Link {
             config: config.clone(),
-            delays: [
+            delays: PerSide::new(
                 to_nanos(config.client_to_server_ms.unwrap_or(half)),
                 to_nanos(config.server_to_client_ms.unwrap_or(half)),
-            ],
+            ),
             capture_fraction,
             lanes,
-            bottleneck: [BottleneckQueue::default(), BottleneckQueue::default()],
+            bottleneck: PerSide::default(),
             variation_rng,
         }
     }
 
     /// The share of a packet's one-way delay from its sender to the capture point.
-    pub fn share_to_capture(&self, from: usize) -> f64 {
-        if from == 0 {
+    pub fn share_to_capture(&self, from: Side) -> f64 {
+        if from == Side::First {
             self.capture_fraction
         } else {
             1.0 - self.capture_fraction
@@ -144,8 +145,8 @@ impl Link {
     }
 
     /// The endpoint on the capture point's side of the bottleneck.
-    fn near_side(&self) -> usize {
-        usize::from(self.capture_fraction >= 1.0)
+    fn near_side(&self) -> Side {
+        Side::second_if(self.capture_fraction >= 1.0)
     }
 
     fn serialization(bytes: u64, bps: f64) -> Nanos {
@@ -155,7 +156,7 @@ impl Link {
     /// Carries one packet of `bytes` from `from`, sent at `now`.
     pub fn carry(
         &mut self,
-        from: usize,
+        from: Side,
         now: Nanos,
         bytes: u64,
         syn: bool,
@@ -289,10 +290,10 @@ mod tests {
         let mut link = link(Some(1e6), 3, 0.0);
         let mut rng = Rng::new(1);
         // 1,500-byte frames at 1 Mbit/s take 12 ms each through the bottleneck.
-        let first = link.carry(0, 0, 1500, false, &mut rng);
-        let second = link.carry(0, 0, 1500, false, &mut rng);
-        let third = link.carry(0, 0, 1500, false, &mut rng);
-        let fourth = link.carry(0, 0, 1500, false, &mut rng);
+        let first = link.carry(Side::First, 0, 1500, false, &mut rng);
+        let second = link.carry(Side::First, 0, 1500, false, &mut rng);
+        let third = link.carry(Side::First, 0, 1500, false, &mut rng);
+        let fourth = link.carry(Side::First, 0, 1500, false, &mut rng);
         assert!(first.arrival.is_some() && third.arrival.is_some());
         let spacing = second.arrival.unwrap() - first.arrival.unwrap();
         assert!((11_900_000..12_100_000).contains(&spacing), "{spacing}");
@@ -306,8 +307,8 @@ mod tests {
     fn the_far_sides_packets_are_captured_after_the_queue() {
         let mut link = link(Some(1e6), 100, 0.0);
         let mut rng = Rng::new(1);
-        let data = link.carry(1, 0, 1500, false, &mut rng);
-        let ack = link.carry(1, 0, 54, false, &mut rng);
+        let data = link.carry(Side::Second, 0, 1500, false, &mut rng);
+        let ack = link.carry(Side::Second, 0, 54, false, &mut rng);
         // The ACK queued behind the data: it passes the capture point 12 ms later than
         // it would on an idle path.
         let ack_at = ack.captured_at.unwrap();
@@ -330,7 +331,7 @@ mod tests {
         for i in 0..2000 {
             // Pairs sent back to back, then a millisecond apart.
             let now = (i / 2) * 1_000_000;
-            let transit = link.carry(0, now, 100, false, &mut rng);
+            let transit = link.carry(Side::First, now, 100, false, &mut rng);
             let arrival = transit.arrival.unwrap();
             let captured = transit.captured_at.unwrap();
             assert!(
@@ -356,7 +357,7 @@ mod tests {
         );
         // Seeded: the same scenario, the same delays.
         let mut again = Link::new(&config, 0.5);
-        let first = again.carry(0, 0, 100, false, &mut Rng::new(1));
+        let first = again.carry(Side::First, 0, 100, false, &mut Rng::new(1));
         assert_eq!(first.arrival.unwrap() - first.departed_host, delays[0]);
     }
 }

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use tcpstall_core::detect::StallClass;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_core::side::{PerSide, Side};
 
 use crate::capture::{CaptureRecords, Captured};
 use crate::endpoint::{HoldReason, SegmentKind};
@@ -44,7 +45,7 @@ pub struct TruthStall {
     #[serde(skip)]
     pub ack_delay_nanos: Nanos,
     #[serde(skip)]
-    pub holder_side: usize,
+    pub holder_side: Side,
     /// The released segment.
     #[serde(skip)]
     pub segment_id: u64,
@@ -75,7 +76,7 @@ pub struct TruthDelayedAck {
 /// What a segment was, kept for every segment sent (index: id - 1).
 #[derive(Clone, Copy, Debug)]
 pub struct SentSegment {
-    pub from: usize,
+    pub from: Side,
     pub kind: SegmentKind,
     pub ack_delay: Option<Nanos>,
     pub window: u64,
@@ -189,7 +190,7 @@ pub struct TruthGap {
     pub start_s: f64,
     pub end_s: f64,
     /// Side (0 client, 1 server) whose record ends the gap, and its payload.
-    pub sender: usize,
+    pub sender: Side,
     pub bytes: u32,
     pub label: Label,
     /// Labels that are also right (the label itself included), as bits of `Label::index`.
@@ -215,7 +216,11 @@ impl TruthGap {
     pub fn describe(&self) -> String {
         let mut out = format!(
             "{} {} B at {:.6} s after {:.1} ms: ",
-            if self.sender == 0 { "client" } else { "server" },
+            if self.sender == Side::First {
+                "client"
+            } else {
+                "server"
+            },
             self.bytes,
             self.end as f64 / 1e9,
             (self.end - self.start) as f64 / 1e6
@@ -293,11 +298,11 @@ fn kind_name(kind: SegmentKind) -> &'static str {
 pub struct TruthInputs<'a> {
     pub records: &'a CaptureRecords,
     pub sent: &'a [SentSegment],
-    pub writes: &'a [Vec<WriteRecord>; 2],
+    pub writes: &'a PerSide<Vec<WriteRecord>>,
     pub min_gap: Nanos,
     /// The least time a pure ACK of each side took from leaving it to the capture point
     /// (the path alone, nothing queued): [`TruthInputs::bare_transits`].
-    pub bare_transit: [Nanos; 2],
+    pub bare_transit: PerSide<Nanos>,
 }
 
 fn data_bearing(c: &Captured) -> bool {
@@ -311,8 +316,8 @@ const LATE_RELEASE: Nanos = 2_000_000;
 impl TruthInputs<'_> {
     /// The least time a pure ACK of each side took from leaving it to the capture
     /// point: the path alone, with nothing queued.
-    pub fn bare_transits(records: &CaptureRecords) -> [Nanos; 2] {
-        [0, 1].map(|side| {
+    pub fn bare_transits(records: &CaptureRecords) -> PerSide<Nanos> {
+        PerSide::from_fn(|side| {
             records
                 .made
                 .iter()

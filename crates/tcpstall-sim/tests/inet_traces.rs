@@ -7,6 +7,7 @@
 //! Sequence numbers are relative to each side's first byte (data starts at 1); an ACK is
 //! the next byte expected.
 
+use tcpstall_sim::engine::CLIENT;
 use tcpstall_sim::scenario::ScenarioFile;
 
 /// One segment in the middle of the path: when (ms), who sent it, and what it carried.
@@ -65,8 +66,8 @@ fn trace(file: &ScenarioFile) -> Vec<Seen> {
             let s = &c.segment;
             let ms = c.time as f64 / 1e6;
             match (s.from, s.len) {
-                (0, 0) => Seen::ClientAck(ms, s.ack),
-                (0, len) => Seen::Client(ms, s.seq, len),
+                (CLIENT, 0) => Seen::ClientAck(ms, s.ack),
+                (CLIENT, len) => Seen::Client(ms, s.seq, len),
                 (_, 0) => Seen::ServerAck(ms, s.ack),
                 (_, len) => Seen::Server(ms, s.seq, len, s.ack),
             }

@@ -14,6 +14,7 @@ use tcpstall_core::basis::Link;
 use tcpstall_core::detect::{Pattern, StallClass, StallEvent};
 use tcpstall_core::diagnosis::{Role, TimerGuess, Verdict};
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_core::side::Side;
 use tcpstall_sim::capture::Captured;
 use tcpstall_sim::endpoint::SegmentKind;
 use tcpstall_sim::engine::{CLIENT, SERVER};
@@ -22,7 +23,7 @@ use tcpstall_sim::truth::{Label, TruthGap};
 const MS: Nanos = NANOS_PER_MILLI;
 
 /// The gaps of `sender` ending in a record of `bytes`, each with the detector's event.
-fn gaps_of(j: &Judged, sender: usize, bytes: u32) -> Vec<(&TruthGap, &StallEvent)> {
+fn gaps_of(j: &Judged, sender: Side, bytes: u32) -> Vec<(&TruthGap, &StallEvent)> {
     let pairs: Vec<_> = j
         .pairs()
         .into_iter()
@@ -41,7 +42,7 @@ fn gaps_of(j: &Judged, sender: usize, bytes: u32) -> Vec<(&TruthGap, &StallEvent
 }
 
 /// The segment the capture recorded just before the one ending `gap`, from `from`.
-fn previous_from<'a>(j: &'a Judged, gap: &TruthGap, from: usize) -> &'a Captured {
+fn previous_from<'a>(j: &'a Judged, gap: &TruthGap, from: Side) -> &'a Captured {
     j.result.captured[..gap.packet as usize - 1]
         .iter()
         .rev()

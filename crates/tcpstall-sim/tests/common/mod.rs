@@ -9,6 +9,7 @@ use std::io::Cursor;
 use tcpstall_core::analyze::{AnalyzeOptions, analyze};
 use tcpstall_core::detect::StallEvent;
 use tcpstall_core::diagnosis::{ConnectionDiagnosis, Role};
+use tcpstall_core::side::Side;
 use tcpstall_sim::RunResult;
 use tcpstall_sim::accuracy::pcap_bytes;
 use tcpstall_sim::scenario::ScenarioFile;
@@ -58,9 +59,9 @@ pub fn judge(file: &ScenarioFile) -> Judged {
 }
 
 impl Judged {
-    /// Side (0 client, 1 server) that sent the record ending `e`.
-    pub fn sender(&self, e: &StallEvent) -> usize {
-        usize::from(self.diagnosis.role_of_side(e.sender) == Role::Server)
+    /// The simulator's side (the client first) that sent the record ending `e`.
+    pub fn sender(&self, e: &StallEvent) -> Side {
+        Side::second_if(self.diagnosis.role_of_side(e.sender) == Role::Server)
     }
 
     /// The detector's event on the gap the truth names, if it reported one.
