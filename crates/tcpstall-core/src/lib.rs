@@ -2,7 +2,8 @@
 //! diagnosis, and the renderers over a diagnosis.
 //!
 //! Data flows in that order: [`capture`] turns packets into [`segment::Segment`]s
-//! (their sequence numbers [`seq::SeqNumber`]s),
+//! (their sequence numbers [`seq::SeqNumber`]s; a connection's two sides are
+//! [`side::Side`]s),
 //! [`flow`] tracks connections (with [`flow::sender`], what each side's own segments
 //! prove, and [`flow::acks`], what its ACKs show) and hands each gap to [`detect`], which
 //! holds it to the chain of evidence, one link a file; [`diagnosis`] concludes per

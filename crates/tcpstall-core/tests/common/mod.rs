@@ -9,6 +9,7 @@ use tcpstall_core::diagnosis::{ConnectionDiagnosis, diagnose};
 use tcpstall_core::flow::FlowTable;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos, Segment, TcpFlags, TcpOptions};
 use tcpstall_core::seq::SeqNumber;
+use tcpstall_core::side::{PerSide, Side};
 
 pub const MS: Nanos = NANOS_PER_MILLI;
 pub const US: Nanos = 1_000;
@@ -28,8 +29,8 @@ pub struct Wire {
     clock_ms: u32,
     /// The raw window field every segment carries (scale 7 after the handshake).
     pub window: u16,
-    /// The newest TSval each side (client, server) has sent: the other side echoes it.
-    last_tsval: [u32; 2],
+    /// The newest TSval each side (the client first) has sent: the other side echoes it.
+    last_tsval: PerSide<u32>,
 }
 
 impl Wire {
@@ -44,7 +45,7 @@ impl Wire {
             table: FlowTable::new(DetectConfig::default()),
             packet: 0,
             clock_ms: 1000,
-            last_tsval: [0, 0],
+            last_tsval: PerSide::default(),
             window: 512,
         }
     }
@@ -72,8 +73,8 @@ impl Wire {
             // TSval follows the time (1 ms clock); TSecr echoes the newest TSval of the
             // other side seen at the capture point (a capture on the sender's host).
             self.clock_ms = 1000 + (time / MS) as u32;
-            let (own, other) = if from_client { (0, 1) } else { (1, 0) };
-            options.timestamps = Some((self.clock_ms, self.last_tsval[other]));
+            let own = Side::second_if(!from_client);
+            options.timestamps = Some((self.clock_ms, self.last_tsval[own.other()]));
             self.last_tsval[own] = self.clock_ms;
         }
         let segment = Segment {
