@@ -4,9 +4,8 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use super::Role;
 use super::timer::TimerGuess;
-use super::verdict::DirectionDiagnosis;
+use super::{DirectionDiagnosis, Role};
 use crate::detect::Pattern;
 use crate::segment::Nanos;
 

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
-use super::Role;
-use super::fixes::{Fix, InferredScenario, rank_fixes};
+use super::fixes::{InferredScenario, rank_fixes};
 use super::timer::{DelayedAckProfile, infer_timer};
+use super::{DirectionDiagnosis, Fix, Role};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
 use crate::segment::Nanos;
@@ -48,30 +48,6 @@ impl Verdict {
             Verdict::NoStall => "no stall",
         }
     }
-}
-
-/// The stalls one side held, and what they point to: who delayed the ACKs and with
-/// which timer, the application pattern, and the fixes. A connection can stall both ways
-/// (a request held by the client, its reply by the server), each with its own story.
-#[derive(Clone, Debug)]
-pub struct DirectionDiagnosis {
-    /// The side that held the data, and the one whose ACKs it waited for.
-    pub holder: Role,
-    pub holder_endpoint: SocketAddr,
-    pub delayer: Role,
-    pub delayer_endpoint: SocketAddr,
-    /// Its stalls: how many, how long in all, and the ACK delays behind them.
-    pub stall_count: usize,
-    pub time_lost: Nanos,
-    pub ack_delay_time: Nanos,
-    /// How many of them Nagle held.
-    pub nagle_stalls: usize,
-    pub delayed_ack: Option<DelayedAckProfile>,
-    pub pattern: Option<Pattern>,
-    /// The holder's Nagle held data behind full-sized segments only: classic Nagle,
-    /// which Minshall's variant would not do.
-    pub classic_nagle_evidence: bool,
-    pub fixes: Vec<Fix>,
 }
 
 /// Everything concluded about one connection.
