@@ -46,7 +46,7 @@ pub struct SimulateArgs {
     /// Extra per-packet delay, uniform from 0 to this, ms [default: 0]
     #[arg(long, value_name = "MS")]
     jitter: Option<f64>,
-    /// Seed of jitter, loss and timer phases [default: 1]
+    /// Seed of jitter, loss and timer phases; with --accuracy-matrix, every cell's [default: 1]
     #[arg(long)]
     seed: Option<u64>,
     /// Where packets are captured: client, server, tap (the middle) or tap:FRACTION [default: client]
@@ -581,7 +581,7 @@ fn patterns_text() -> String {
 
 fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
     let transactions = args.workload.transactions.unwrap_or(8);
-    let cells = accuracy::matrix(transactions, &AnalyzeOptions::default());
+    let cells = accuracy::matrix_seeded(transactions, &AnalyzeOptions::default(), args.seed);
     let mut total = accuracy::Accuracy::default();
     let mut families: Vec<(&str, usize, accuracy::Accuracy)> = accuracy::FAMILIES
         .iter()

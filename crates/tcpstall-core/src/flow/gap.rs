@@ -152,6 +152,9 @@ impl Connection {
             context.sender_clock = clock[sender];
             context.sender_tsval_hz = self.dirs[sender].timestamps.rate();
             context.sender_echoes_pure_acks = self.dirs[sender].echoes_pure_acks;
+            // The least round trip for large data over the connection: a reply after the
+            // gap bounds it as well as an ACK before it.
+            context.peer_large_data_rtt = self.dirs[sender.other()].acks.large_round_trip();
             if let Some(event) = classify_gap(context, config) {
                 let class = event.class;
                 if self.listed[class.index()] < class.listing_limit() {
