@@ -244,3 +244,15 @@ fn a_first_large_segment_held_by_a_tick_is_found() {
         Some(2),
     );
 }
+
+/// A Windows holder (no timestamps) on an 80 ms path whose delay varies, seen beside its
+/// Linux delayer: a handshake that met the queue is no floor for the holder's reaction,
+/// when a reply came back sooner.
+#[test]
+fn a_handshake_that_met_a_queue_is_no_floor() {
+    assert_every_stall_found_seeded(
+        "windows-wan",
+        |c| c.file.link.rtt_ms == 80.0 && c.file.client.stack == "windows",
+        Some(4),
+    );
+}
