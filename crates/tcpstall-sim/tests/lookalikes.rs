@@ -256,3 +256,11 @@ fn a_handshake_that_met_a_queue_is_no_floor() {
         Some(4),
     );
 }
+
+/// A capture that missed a pure ACK of a connection without timestamps shows nothing of
+/// it: a small segment behind one in flight proves Nagle off only when sent sooner than
+/// that ACK could have come back.
+#[test]
+fn a_missed_ack_is_no_proof_that_nagle_is_off() {
+    assert_every_stall_found_seeded("capture-miss", |_| true, Some(8));
+}
