@@ -42,8 +42,10 @@ public class Client {
         String head = "hello ";
         String body = "world\n";
         for (int i = 0; i < count; i++) {
-            Instant start = Instant.now();
+            // The monotonic label first: a pause between the two calls then widens the
+            // round trip's wall-clock window (start + RTT) instead of cutting its end short.
             long label = System.nanoTime();
+            Instant start = Instant.now();
             if (writeSplit) {
                 out.write(head.getBytes());
                 out.write(body.getBytes());
@@ -75,8 +77,10 @@ public class Client {
         BufferedReader reader = new BufferedReader(new InputStreamReader(
             new ByteArrayInputStream("hello world\n".getBytes())));
         String line = reader.readLine();
-        Instant start = Instant.now();
+        // The monotonic label first: a pause between the two calls then widens the
+        // round trip's wall-clock window (start + RTT) instead of cutting its end short.
         long label = System.nanoTime();
+        Instant start = Instant.now();
         ("hello " + "world\n").getBytes();
         String text = "RTT:" + millis(System.nanoTime() - label) + " ,receive:" + line
             + " ,start:" + epochNanos(start);
