@@ -560,15 +560,15 @@ impl Connection {
         // one could have come back (the least round trip through the capture point).
         let round_trip = self.path_rtt(x) + self.path_rtt(y);
         let dir = &mut self.dirs[x];
-        let no_ack_could_come = dir
-            .in_flight
-            .iter()
-            .find(|f| f.small)
-            .is_some_and(|f| t - f.time < round_trip);
         let misses_visible = segment.options.timestamps.is_some();
         let small_unacked = dir.small_in_flight > 0
             && !missed_peer_segment
-            && (misses_visible || no_ack_could_come);
+            && (misses_visible
+                || dir
+                    .in_flight
+                    .iter()
+                    .find(|f| f.small)
+                    .is_some_and(|f| t - f.time < round_trip));
         if dir.sender.observe(sent, mss, small_unacked) {
             // A smaller segment limit: segments in flight of that size are full-sized.
             let full_size = dir.sender.full_size(mss);
