@@ -33,10 +33,6 @@ pub struct PathSide {
     /// round trip), robust to the odd ACK an application's read sent late, which the
     /// measured spread is not.
     pub spread: Nanos,
-    /// How far round trips of any kind (replies too) came above the least one, where no
-    /// timer can have held them: an upper bound on how far the path's least round trip
-    /// may lie below the least one seen.
-    pub spread_any: Nanos,
 }
 
 /// Per side: the round-trip samples, kept as the least and the largest untimed one.
@@ -51,9 +47,6 @@ pub struct RoundTrips {
     /// RFC 6298 2.2-2.3 over the same samples: the smoothed round trip and its variation.
     smoothed: Nanos,
     variation: Nanos,
-    /// The largest sample of any kind less than [`SPREAD_CEILING`] above the least at the
-    /// time it came (0: none).
-    largest_any: Nanos,
 }
 
 impl RoundTrips {
@@ -63,11 +56,7 @@ impl RoundTrips {
         if sample < 0 {
             return;
         }
-        let least = self.least.map_or(sample, |r| r.min(sample));
-        self.least = Some(least);
-        if sample - least < SPREAD_CEILING {
-            self.largest_any = self.largest_any.max(sample);
-        }
+        self.least = Some(self.least.map_or(sample, |r| r.min(sample)));
         if bare {
             let floor = self.floor.map_or(sample, |r| r.min(sample));
             self.floor = Some(floor);
@@ -105,7 +94,6 @@ impl RoundTrips {
             floor: self.floor,
             measured_spread,
             spread: self.variation,
-            spread_any: (self.largest_any - least).clamp(0, SPREAD_CEILING),
         }
     }
 }
@@ -166,13 +154,6 @@ mod tests {
         assert_eq!(side.floor, Some(80 * MS));
         assert_eq!(side.measured_spread, 30 * MS);
         assert!(side.spread > 0 && side.spread < side.measured_spread);
-        // Replies spread too (their application time included): 70 to 95 ms.
-        let mut any = RoundTrips::default();
-        for (sample, bare) in [(80, true), (70, false), (95, false), (70 + 40, false)] {
-            any.record(sample * MS, bare);
-        }
-        assert_eq!(any.side().spread_any, 25 * MS);
-        assert_eq!(any.side().measured_spread, 0);
         // One sample: TCP's own first estimate, half the round trip.
         let mut one = RoundTrips::default();
         one.record(80 * MS, true);

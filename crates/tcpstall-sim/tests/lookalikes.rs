@@ -264,15 +264,3 @@ fn a_handshake_that_met_a_queue_is_no_floor() {
 fn a_missed_ack_is_no_proof_that_nagle_is_off() {
     assert_every_stall_found_seeded("capture-miss", |_| true, Some(8));
 }
-
-/// The least round trip seen is a sample too: on a path whose delay varies, the holder's
-/// reaction to the ACK may come in under it by as much as the connection's round trips
-/// spread above it, replies included.
-#[test]
-fn a_reaction_under_the_least_round_trip_seen_is_still_a_release() {
-    assert_every_stall_found_seeded(
-        "varying-delay",
-        |c| c.file.client.stack == "windows" && c.file.link.rtt_ms == 80.0,
-        Some(6),
-    );
-}

@@ -79,8 +79,7 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
     // came sooner than the path-alone samples shows they met a queue, and lowers the floor.
     if let Some(floor) = path.floor.map(|floor| floor.min(path.least))
         && echo != Echo::EchoesAck
-        && reaction + timing.max(path.measured_spread).max(path.spread_any) + HOST_TURNAROUND
-            < floor
+        && reaction + timing.max(path.measured_spread) + HOST_TURNAROUND < floor
     {
         return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
     }
