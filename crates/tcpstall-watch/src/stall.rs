@@ -547,8 +547,9 @@ mod tests {
     #[test]
     fn an_answer_later_than_the_round_trip_is_no_stall() {
         let mut a = assembler();
-        // 2.6 ms after the ACK: beyond 40 us of round trip and 2.5 ms of turnaround.
-        a.push(answered(140 * MS, 142 * MS + 600_000, 40 * MS));
+        // 0.1 ms beyond 40 us of round trip and a host's turnaround after the ACK.
+        let late = 140 * MS + 40_000 + HOST_TURNAROUND_NS + 100_000;
+        a.push(answered(140 * MS, late, 40 * MS));
         assert!(a.finish().is_empty());
     }
 
