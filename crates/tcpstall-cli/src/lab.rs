@@ -367,32 +367,34 @@ fn write_capture(path: &Path, packets: &[Packet]) -> Fallible<()> {
 /// `--capture FILE` with a suite: each scenario's capture beside FILE, numbered as the
 /// rows are (`m.pcap` gives `m-1.pcap`, `m-2.pcap`, ...); one line per file written.
 fn write_suite_captures(args: &LabArgs, rows: &[suites::Row]) -> Fallible<String> {
-    let Some(path) = &args.capture else {
-        return Ok(String::new());
-    };
-    let stem = path
-        .file_stem()
-        .map_or("lab".into(), |s| s.to_string_lossy().into_owned());
-    let mut out = String::new();
-    for (i, row) in rows.iter().enumerate() {
-        let Some(packets) = &row.run.packets else {
-            continue;
-        };
-        let file = path.with_file_name(format!("{stem}-{}.pcap", i + 1));
-        write_capture(&file, packets)?;
-        out.push_str(&format!(
-            "capture:      {} ({} packets): {}\n",
-            file.display(),
-            packets.len(),
-            row.name
-        ));
-    }
-    Ok(out)
+    let captures = rows.iter().enumerate().filter_map(|(i, row)| {
+        let packets = row.run.packets.as_deref()?;
+        Some(((i + 1).to_string(), packets, row.name.clone()))
+    });
+    write_captures_beside(args, captures)
 }
 
 /// `--capture FILE` with the varying suite: each run's capture at each point beside
 /// FILE (`v.pcap` gives `v-1-client.pcap`, `v-1-middle.pcap`, ...); one line per file.
 fn write_varying_captures(args: &LabArgs, rows: &[suites::VaryingRow]) -> Fallible<String> {
+    let captures = rows.iter().enumerate().flat_map(|(i, row)| {
+        row.run.captures.iter().map(move |(point, packets)| {
+            (
+                format!("{}-{}", i + 1, point.name()),
+                packets.as_slice(),
+                format!("{}, {} path", row.program.name(), row.path.name),
+            )
+        })
+    });
+    write_captures_beside(args, captures)
+}
+
+/// Writes each (suffix, packets, what) as `STEM-SUFFIX.pcap` beside `--capture FILE`,
+/// with one line per file written; nothing without `--capture`.
+fn write_captures_beside<'a>(
+    args: &LabArgs,
+    captures: impl Iterator<Item = (String, &'a [Packet], String)>,
+) -> Fallible<String> {
     let Some(path) = &args.capture else {
         return Ok(String::new());
     };
@@ -400,18 +402,14 @@ fn write_varying_captures(args: &LabArgs, rows: &[suites::VaryingRow]) -> Fallib
         .file_stem()
         .map_or("lab".into(), |s| s.to_string_lossy().into_owned());
     let mut out = String::new();
-    for (i, row) in rows.iter().enumerate() {
-        for (point, packets) in &row.run.captures {
-            let file = path.with_file_name(format!("{stem}-{}-{}.pcap", i + 1, point.name()));
-            write_capture(&file, packets)?;
-            out.push_str(&format!(
-                "capture:      {} ({} packets): {}, {} path\n",
-                file.display(),
-                packets.len(),
-                row.program.name(),
-                row.path.name
-            ));
-        }
+    for (suffix, packets, what) in captures {
+        let file = path.with_file_name(format!("{stem}-{suffix}.pcap"));
+        write_capture(&file, packets)?;
+        out.push_str(&format!(
+            "capture:      {} ({} packets): {what}\n",
+            file.display(),
+            packets.len()
+        ));
     }
     Ok(out)
 }
