@@ -41,6 +41,30 @@ pub struct NagleHold {
     pub released_ns: u64,
 }
 
+#[cfg(test)]
+impl NagleHold {
+    /// For tests: `pid` (`comm`) held 6 bytes for `held_ns` on a loopback socket from
+    /// `port` to port 8000.
+    pub(crate) fn on_loopback(pid: u32, comm: &str, port: u16, held_ns: u64) -> NagleHold {
+        NagleHold {
+            holder: Process {
+                pid,
+                comm: comm.into(),
+            },
+            cgroup: 0,
+            socket: Endpoints {
+                local: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+                remote: std::net::SocketAddr::from(([127, 0, 0, 1], 8000)),
+            },
+            held_bytes: 6,
+            mss: 65483,
+            smoothed_rtt_us: 40,
+            start_ns: 0,
+            released_ns: held_ns,
+        }
+    }
+}
+
 /// A socket's delayed-ACK timer fired with an ACK to send.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DelayedAckFired {

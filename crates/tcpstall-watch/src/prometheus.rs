@@ -400,23 +400,7 @@ mod tests {
 
     #[test]
     fn nagle_holds_by_program_with_bounded_labels() {
-        use crate::event::{Endpoints, Process};
-        let hold = |comm: &str, port: u16| NagleHold {
-            holder: Process {
-                pid: 1,
-                comm: comm.into(),
-            },
-            cgroup: 0,
-            socket: Endpoints {
-                local: SocketAddr::from(([127, 0, 0, 1], port)),
-                remote: SocketAddr::from(([127, 0, 0, 1], 8000)),
-            },
-            held_bytes: 6,
-            mss: 65483,
-            smoothed_rtt_us: 40,
-            start_ns: 0,
-            released_ns: 1,
-        };
+        let hold = |comm: &str, port: u16| NagleHold::on_loopback(1, comm, port, 1);
         let mut m = Metrics::new(2, 32768);
         m.record_nagle_hold(&hold("java", 40000));
         m.record_nagle_hold(&hold("java", 40001));

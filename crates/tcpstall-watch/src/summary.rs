@@ -709,23 +709,8 @@ pub(crate) mod tests {
 
     #[test]
     fn nagle_holds_per_process_and_socket() {
-        use crate::event::{Endpoints, NagleHold};
-        let hold = |pid: u32, port: u16| NagleHold {
-            holder: Process {
-                pid,
-                comm: "java".into(),
-            },
-            cgroup: 0,
-            socket: Endpoints {
-                local: SocketAddr::from(([127, 0, 0, 1], port)),
-                remote: SocketAddr::from(([127, 0, 0, 1], 8000)),
-            },
-            held_bytes: 6,
-            mss: 65483,
-            smoothed_rtt_us: 40,
-            start_ns: 0,
-            released_ns: 100_000,
-        };
+        use crate::event::NagleHold;
+        let hold = |pid: u32, port: u16| NagleHold::on_loopback(pid, "java", port, 100_000);
         let mut s = Summary::default();
         s.nagle_holds.add(&hold(5, 40000));
         s.nagle_holds.add(&hold(5, 40000));
