@@ -101,7 +101,7 @@ pub struct GapContext {
 }
 
 /// The other side's last segment inside a gap.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PeerSegment {
     pub packet: u64,
     pub time: Nanos,

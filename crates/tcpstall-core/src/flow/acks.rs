@@ -212,24 +212,12 @@ mod tests {
         PeerSegment {
             packet: 1,
             time,
-            previous_time: None,
             ack_advanced: true,
-            snd_una_before: 0,
             outstanding_before: 1448,
             newly_acked: 1448,
-            outstanding_small_segment: false,
-            small_outstanding_after: false,
             acked_data_time: Some(data_time),
-            acked_data_small: false,
             acked_data_len: 1448,
-            acked_data_began_message: false,
-            tsval: None,
-            tsval_is_new: false,
-            sender_owed_ack: false,
-            acked_uncaptured: false,
-            carries_data: false,
-            window_before: None,
-            window_after: None,
+            ..PeerSegment::default()
         }
     }
 

@@ -350,26 +350,8 @@ mod tests {
             window_after: Some(65_535 << 14),
         };
         let empty = PeerSegment {
-            packet: 0,
             time: -5,
-            previous_time: None,
-            snd_una_before: 0,
-            newly_acked: 0,
-            small_outstanding_after: false,
-            ack_advanced: false,
-            outstanding_before: 0,
-            outstanding_small_segment: false,
-            acked_data_time: None,
-            acked_data_small: false,
-            acked_data_len: 0,
-            acked_data_began_message: false,
-            tsval: None,
-            tsval_is_new: false,
-            sender_owed_ack: false,
-            acked_uncaptured: false,
-            carries_data: false,
-            window_before: None,
-            window_after: None,
+            ..PeerSegment::default()
         };
         for segment in [full, empty] {
             let mut last = LastSegment::begin(segment.packet, segment.time, segment.previous_time);
