@@ -18,6 +18,7 @@ use tcpstall_core::side::Side;
 use tcpstall_sim::capture::Captured;
 use tcpstall_sim::endpoint::SegmentKind;
 use tcpstall_sim::engine::{CLIENT, SERVER};
+use tcpstall_sim::scenario::ScenarioFile;
 use tcpstall_sim::truth::{Label, TruthGap};
 
 const MS: Nanos = NANOS_PER_MILLI;
@@ -146,18 +147,24 @@ fn a_burst_that_fills_the_window_is_receiver_window() {
     }
 }
 
+/// Linux to Linux, six writes of `bytes` through a send buffer of the same size, over a
+/// `rtt_ms` path with a 1 Mbit/s bottleneck.
+fn through_send_buffer_and_bottleneck(bytes: u32, rtt_ms: f64) -> ScenarioFile {
+    let mut file = scenario("linux", "linux", "stream");
+    file.workload.request = vec![bytes];
+    file.workload.transactions = 6;
+    file.client.sndbuf = Some(bytes);
+    file.link.rtt_ms = rtt_ms;
+    file.link.bottleneck_bps = Some(1e6);
+    file
+}
+
 /// Two full segments at a time through a 2,896-byte send buffer over a 300 ms path and
 /// a 1 Mbit/s bottleneck: the receiver acknowledges the second at once (RFC 1122
 /// 4.2.3.2), one round trip and a queue after the first left.
 #[test]
 fn an_ack_for_two_full_segments_is_not_a_held_ack() {
-    let mut file = scenario("linux", "linux", "stream");
-    file.workload.request = vec![2896];
-    file.workload.transactions = 6;
-    file.client.sndbuf = Some(2896);
-    file.link.rtt_ms = 300.0;
-    file.link.bottleneck_bps = Some(1e6);
-    let j = judge(&file);
+    let j = judge(&through_send_buffer_and_bottleneck(2896, 300.0));
     assert!(j.result.delayed_acks.is_empty(), "every ACK at once");
     assert!(j.result.gaps.iter().any(|g| g.end - g.start >= 300 * MS));
     j.assert_no_false_stall();
@@ -168,13 +175,7 @@ fn an_ack_for_two_full_segments_is_not_a_held_ack() {
 /// bottleneck: they reach the receiver 12 ms apart, and each ACK comes at the link's pace.
 #[test]
 fn acks_paced_by_a_bottleneck_are_not_held_acks() {
-    let mut file = scenario("linux", "linux", "stream");
-    file.workload.request = vec![4344];
-    file.workload.transactions = 6;
-    file.client.sndbuf = Some(4344);
-    file.link.rtt_ms = 1.0;
-    file.link.bottleneck_bps = Some(1e6);
-    let j = judge(&file);
+    let j = judge(&through_send_buffer_and_bottleneck(4344, 1.0));
     // The ACKs of the data, each acknowledging at least a full segment more.
     let mut acked = 1;
     let mut acks: Vec<Nanos> = Vec::new();
