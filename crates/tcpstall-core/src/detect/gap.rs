@@ -80,7 +80,8 @@ pub struct GapContext {
     pub peer_acks_every_segment: bool,
     /// The releasing ACK came at the pace the path delivers queued segments.
     pub peer_paced_by_delivery: bool,
-    /// The other side's least round trip for a large data segment (1 KB and more).
+    /// The other side's least round trip for a large data segment (1 KB and more) over
+    /// the whole connection, replies included; filled in when the gap is classified.
     pub peer_large_data_rtt: Option<Nanos>,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,

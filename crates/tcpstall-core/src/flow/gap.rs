@@ -90,7 +90,7 @@ impl Connection {
                 prompt_round_trip,
                 peer_acks_every_segment,
                 peer_paced_by_delivery,
-                peer_large_data_rtt: self.dirs[y].acks.large_round_trip(),
+                peer_large_data_rtt: None,
                 last_from_peer,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
@@ -141,6 +141,9 @@ impl Connection {
         let path = PerSide::from_fn(|side| self.dirs[side].round_trips.side());
         let full_size = PerSide::from_fn(|side| self.full_size(side));
         let clock = PerSide::from_fn(|side| self.sender_clock(side));
+        // The least round trip for large data over the connection: a reply after a gap
+        // bounds it as well as an ACK before it.
+        let large_data_rtt = PerSide::from_fn(|side| self.dirs[side].acks.large_round_trip());
         for gap in &mut self.gaps {
             let context = &mut gap.context;
             let sender = context.sender;
@@ -152,9 +155,7 @@ impl Connection {
             context.sender_clock = clock[sender];
             context.sender_tsval_hz = self.dirs[sender].timestamps.rate();
             context.sender_echoes_pure_acks = self.dirs[sender].echoes_pure_acks;
-            // The least round trip for large data over the connection: a reply after the
-            // gap bounds it as well as an ACK before it.
-            context.peer_large_data_rtt = self.dirs[sender.other()].acks.large_round_trip();
+            context.peer_large_data_rtt = large_data_rtt[sender.other()];
             if let Some(event) = classify_gap(context, config) {
                 let class = event.class;
                 if self.listed[class.index()] < class.listing_limit() {
