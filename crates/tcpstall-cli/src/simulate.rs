@@ -581,7 +581,7 @@ fn patterns_text() -> String {
 
 fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
     let transactions = args.workload.transactions.unwrap_or(8);
-    let cells = accuracy::matrix_seeded(transactions, &AnalyzeOptions::default(), args.seed);
+    let cells = accuracy::matrix(transactions, &AnalyzeOptions::default(), args.seed);
     let mut total = accuracy::Accuracy::default();
     let mut families: Vec<(&str, usize, accuracy::Accuracy)> = accuracy::FAMILIES
         .iter()

@@ -808,19 +808,10 @@ pub fn run_cell(spec: &CellSpec, options: &AnalyzeOptions) -> Option<MatrixCell>
     })
 }
 
-/// The matrix the detector is held to: every family's cells, run and scored.
-pub fn matrix(transactions: u32, options: &AnalyzeOptions) -> Vec<MatrixCell> {
-    matrix_seeded(transactions, options, None)
-}
-
-/// The same matrix with every cell's seed (its jitter, loss, varying delay and timer
-/// phases) set to `seed`: other draws of the same behaviours, which the rules were not
-/// written against.
-pub fn matrix_seeded(
-    transactions: u32,
-    options: &AnalyzeOptions,
-    seed: Option<u64>,
-) -> Vec<MatrixCell> {
+/// The matrix the detector is held to: every family's cells, run and scored. With
+/// `seed`, every cell's seed (its jitter, loss, varying delay and timer phases) is set to
+/// it: other draws of the same behaviours, which the rules were not written against.
+pub fn matrix(transactions: u32, options: &AnalyzeOptions, seed: Option<u64>) -> Vec<MatrixCell> {
     let mut specs = cells(transactions);
     if let Some(seed) = seed {
         for spec in &mut specs {
