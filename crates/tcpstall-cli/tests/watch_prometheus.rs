@@ -7,13 +7,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::TempDir;
-use common::watch::{can_watch, echo_pair, free_port};
+use common::watch::{can_watch, echo_pair, free_port, http_get};
 
 /// Kills (SIGKILL) and reaps a child this test started, whatever the test's outcome.
 struct Reaped(Child);
@@ -23,17 +21,6 @@ impl Drop for Reaped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// GET over HTTP/1.0; the body, or `None` when the server does not answer (yet).
-fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut conn = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    conn.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.contains(" 200 ").then(|| body.to_string())
 }
 
 /// Polls `probe` every 250 ms until it gives a value or `limit` passes.

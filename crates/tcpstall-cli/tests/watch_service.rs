@@ -12,7 +12,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::watch::{TestCgroup, can_watch, cgroup2_root, free_port, reply_client, reply_server};
+use common::watch::{
+    TestCgroup, can_watch, cgroup2_root, free_port, http_get, reply_client, reply_server,
+};
 use common::with_retries;
 
 /// A round trip the delayed-ACK timer held: the 40 ms timer against a loopback round
@@ -126,18 +128,6 @@ impl Drop for Watch {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// GET over HTTP/1.0: the body of a 200 answer.
-fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::Write;
-    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut response = String::new();
-    conn.read_to_string(&mut response).ok()?;
-    let (head, body) = response.split_once("\r\n\r\n")?;
-    head.contains(" 200 ").then(|| body.to_string())
 }
 
 /// The sockops programs attached to a cgroup, as bpftool lists them; `None` without

@@ -192,3 +192,17 @@ pub const COMMAND: &str = "dac_override";
 pub const FIX: &str = "net_admin";
 /// Not root: listing other users' /proc/PID/fd adds this.
 pub const NOT_ROOT: &str = "dac_read_search";
+
+/// GET over HTTP/1.0 from a loopback port: the body of a 200 answer, or `None` when the
+/// server does not answer (yet) or answers otherwise.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .ok()?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    conn.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    head.contains(" 200 ").then(|| body.to_string())
+}
