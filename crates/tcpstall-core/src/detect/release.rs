@@ -75,8 +75,9 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
     // differ, is that, not a release before the ACK. (TSecr echoing the ACK proves the
     // order outright.)
     let timing = 2 * ctx.clock_step;
-    // Every round trip, a reply's too, is the path's least plus something: a reply that
-    // came sooner than the path-alone samples shows they met a queue, and lowers the floor.
+    // Every round trip, a reply's too, is the path's least plus something (a segment
+    // acknowledging data left after that data arrived, RFC 9293 3.4): a reply that came
+    // sooner than the path-alone samples shows they met a queue, and lowers the floor.
     if let Some(floor) = path.floor.map(|floor| floor.min(path.least))
         && echo != Echo::EchoesAck
         && reaction + timing.max(path.measured_spread) + HOST_TURNAROUND < floor

@@ -134,9 +134,10 @@ impl AckHistory {
     }
 
     /// A round trip measured on data of `data_len` bytes, by a pure ACK or by a reply
-    /// carrying the ACK: a reply holds the application's time too, so it bounds the
-    /// path's round trip for data that large from above, as an ACK does. The least bound
-    /// is what a narrow link's serialization can take.
+    /// carrying the ACK. A segment whose ACK field covers the data was sent after the
+    /// data arrived (RFC 9293 3.4), and a reply holds the application's time too, so it
+    /// bounds the path's round trip for data that large from above, as an ACK does. The
+    /// least bound is what a narrow link's serialization can take.
     pub fn note_large_round_trip(&mut self, data_len: u32, round_trip: Nanos) {
         if data_len >= LARGE_SEGMENT
             && (self.large_round_trip == 0 || round_trip < self.large_round_trip)
