@@ -191,6 +191,41 @@ fn ack_that_came_promptly_over_a_long_path_is_no_stall() {
     assert_eq!(d.stall_count, 0, "{:#?}", d.events);
 }
 
+/// A terminal session seen beside the client, whose timer holds every ACK of a lone
+/// segment 12 to 18 ms (Linux 2.2/2.4 on 10 ms jiffies), while the server's output leaves
+/// in two writes and Nagle holds the second. The client's ACK for the released output is
+/// held as long as the one that released it: it measures no path. Its replies (echoes
+/// sent at once) show the path to be 1 ms, so the held ACKs stand out from it.
+#[test]
+fn an_ack_held_by_the_same_short_timer_is_no_path_sample() {
+    let mut wire = Wire::new(1, 2);
+    let (client_rtt, server_rtt) = (50 * US, MS);
+    let mut t = wire.handshake(0, client_rtt, server_rtt) + MS;
+    for (round, hold) in [12, 15, 18, 13, 17, 14].into_iter().enumerate() {
+        let hold = hold * MS;
+        // A keystroke's echo: the server's 3 bytes answered at once with 3 of the client's.
+        wire.data(false, t, 3);
+        wire.data(true, t + 200 * US, 3);
+        wire.ack(false, t + 200 * US + server_rtt);
+        // Output in two writes: the second waits for the ACK of the first.
+        let output = t + (300 + 97 * round as Nanos) * MS;
+        wire.data(false, output, 60);
+        let ack = output + hold;
+        wire.ack(true, ack);
+        let released = ack + server_rtt + 30 * US;
+        wire.data(false, released, 488);
+        wire.ack(true, released + hold + 2 * MS);
+        t = released + (700 + 131 * round as Nanos) * MS;
+    }
+    let d = wire.only();
+    let stalls = d
+        .events
+        .iter()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .count();
+    assert_eq!(stalls, 6, "{:#?}", d.events);
+}
+
 #[test]
 fn gaps_below_the_threshold_are_ignored() {
     let mut wire = Wire::new(1, 2);

@@ -62,6 +62,21 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
         .prompt_round_trip
         .map_or(path, |r| r.max(path))
         .max(large);
+    // The path just after: the first pure ACK for the data this ACK released. A queue on
+    // a long path moves the round trip by tens of milliseconds, so the candidate must
+    // stand out from what the path took a moment later, not only from the least. That
+    // ACK measures the path only when no timer can have held it: sooner than any
+    // per-connection timer beyond the reference, and no later than the side's latest
+    // reply, which bounds the path from above (RFC 9293 3.4), showed the path to be (a
+    // side whose short timer, or tick, holds every ACK held that one too).
+    let reference = ctx
+        .release_round_trip
+        .filter(|next| next - reference < SHORTEST_TIMER)
+        .filter(|next| {
+            ctx.release_reply_bound
+                .is_none_or(|bound| next - bound < config.min_gap)
+        })
+        .map_or(reference, |next| next.max(reference));
     // The peer's previous segment did not acknowledge this data, so the data reached the
     // peer after that segment left: the peer held it no longer than the time between.
     let since_previous = ack.previous_time.map_or(Nanos::MAX, |p| ack.time - p);

@@ -75,6 +75,12 @@ pub struct GapContext {
     /// The round trip of a prompt ACK from the other side for the same flight of data:
     /// what the path, queue included, took then.
     pub prompt_round_trip: Option<Nanos>,
+    /// The round trip of the other side's first pure ACK for the data the gap released:
+    /// what the path, queue included, took a moment after the candidate ACK.
+    pub release_round_trip: Option<Nanos>,
+    /// The round trip of the other side's latest reply before that ACK: the path took no
+    /// longer then.
+    pub release_reply_bound: Option<Nanos>,
     /// The other side acknowledged the previous full segment of the same flight alone,
     /// sooner than any timer: it acknowledges every segment.
     pub peer_acks_every_segment: bool,

@@ -2,7 +2,7 @@
 //! of ACKs no timer held (the path, its queue included), whether it acknowledges every
 //! segment, how long large segments take, and the pace at which the path delivers queued
 //! segments. The detector judges a candidate delayed ACK against these. Updated on every
-//! ACK, so kept in 88 bytes.
+//! ACK, so kept in 96 bytes.
 
 use crate::detect::PeerSegment;
 use crate::detect::ack_timer::SHORTEST_TIMER;
@@ -76,6 +76,9 @@ pub struct AckHistory {
     covering: AckRecord,
     /// The least round trip of an ACK for a large segment (0: none yet).
     large_round_trip: Nanos,
+    /// The round trip of its latest reply: a data segment acknowledging new data, which
+    /// bounds the path's round trip from above (0: none yet).
+    last_reply_round_trip: Nanos,
     /// How long the path took to deliver one queued segment, as the latest prompt ACK for
     /// segments already in flight measured it (0: none yet).
     delivery_per_segment: Nanos,
@@ -186,6 +189,18 @@ impl AckHistory {
         self.recent[0].is(ack) && self.recent[0].has(AckRecord::PACED)
     }
 
+    /// A reply of this side measured `round_trip`: its data left after the data it
+    /// acknowledges arrived (RFC 9293 3.4), so the path took no longer then.
+    pub fn note_reply(&mut self, data_len: u32, round_trip: Nanos) {
+        self.last_reply_round_trip = round_trip.max(1);
+        self.note_large_round_trip(data_len, round_trip);
+    }
+
+    /// The round trip of its latest reply, if any.
+    pub fn last_reply_round_trip(&self) -> Option<Nanos> {
+        (self.last_reply_round_trip != 0).then_some(self.last_reply_round_trip)
+    }
+
     /// The least round trip of its ACKs for large segments (1 KB and more).
     pub fn large_round_trip(&self) -> Option<Nanos> {
         (self.large_round_trip != 0).then_some(self.large_round_trip)
@@ -281,6 +296,6 @@ mod tests {
 
     #[test]
     fn the_history_stays_as_small_as_documented() {
-        assert_eq!(std::mem::size_of::<AckHistory>(), 88);
+        assert_eq!(std::mem::size_of::<AckHistory>(), 96);
     }
 }

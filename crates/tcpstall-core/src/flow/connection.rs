@@ -429,7 +429,7 @@ impl Connection {
         let pure_ack = segment.payload_len == 0;
         self.dirs[x].record_rtt_sample(sample, pure_ack && !segment.flags.fin());
         if !pure_ack {
-            self.dirs[x].acks.note_large_round_trip(newest.len, sample);
+            self.dirs[x].acks.note_reply(newest.len, sample);
         }
         if pure_ack {
             // A pure ACK (a reply carrying the ACK measures the application too). Any
@@ -453,21 +453,29 @@ impl Connection {
         }
     }
 
-    /// A later ACK for data `sender` sent at `data_time` measured `round_trip`: gaps
+    /// A later pure ACK for data `sender` sent at `data_time` measured `round_trip`. Gaps
     /// waiting to be classified whose releasing ACK covered earlier data of the same
-    /// flight met the same path (a FIFO queue serves that data first).
+    /// flight met the same path (a FIFO queue serves that data first); a gap whose own
+    /// released data it is the first to acknowledge learns what the path took just after
+    /// its candidate ACK.
     pub(super) fn note_prompt_ack(&mut self, sender: Side, data_time: Nanos, round_trip: Nanos) {
-        if self.pending_acked_data_time[sender] < data_time - SAME_FLIGHT {
-            return;
-        }
         // Newest first: a gap that ended before the flight was sent acknowledged no
         // data of it, nor did any before it.
+        let pending_acked = self.pending_acked_data_time[sender];
         for gap in self.gaps.iter_mut().rev() {
             if gap.context.gap_end < data_time - SAME_FLIGHT {
                 break;
             }
             let ctx = &mut gap.context;
-            let same_flight = ctx.sender == sender
+            if ctx.sender != sender {
+                continue;
+            }
+            let released = (0..=SAME_FLIGHT).contains(&(data_time - ctx.gap_end));
+            if released && ctx.release_round_trip.is_none() {
+                ctx.release_round_trip = Some(round_trip);
+                ctx.release_reply_bound = self.dirs[sender.other()].acks.last_reply_round_trip();
+            }
+            let same_flight = pending_acked >= data_time - SAME_FLIGHT
                 && ctx
                     .last_from_peer
                     .as_ref()

@@ -88,6 +88,8 @@ impl Connection {
                 path: PerSide::default(),
                 clock_step: 0,
                 prompt_round_trip,
+                release_round_trip: None,
+                release_reply_bound: None,
                 peer_acks_every_segment,
                 peer_paced_by_delivery,
                 peer_large_data_rtt: None,
@@ -144,6 +146,7 @@ impl Connection {
         // The least round trip for large data over the connection: a reply after a gap
         // bounds it as well as an ACK before it.
         let large_data_rtt = PerSide::from_fn(|side| self.dirs[side].acks.large_round_trip());
+
         for gap in &mut self.gaps {
             let context = &mut gap.context;
             let sender = context.sender;
