@@ -455,27 +455,34 @@ impl Connection {
 
     /// A later pure ACK for data `sender` sent at `data_time` measured `round_trip`. Gaps
     /// waiting to be classified whose releasing ACK covered earlier data of the same
-    /// flight met the same path (a FIFO queue serves that data first); a gap whose own
-    /// released data it is the first to acknowledge learns what the path took just after
-    /// its candidate ACK.
+    /// flight met the same path (a FIFO queue serves that data first); the latest gap, when
+    /// this is the first segment of the peer since its release and acknowledges it, learns
+    /// what the path took just after its candidate ACK.
     pub(super) fn note_prompt_ack(&mut self, sender: Side, data_time: Nanos, round_trip: Nanos) {
+        // The latest gap's released data (its burst leaves within SAME_FLIGHT); any other
+        // segment of the peer since the release has ended `open_release`.
+        if let Some((index, released_by, released_at, _)) = self.open_release
+            && released_by == sender
+            && (0..=SAME_FLIGHT).contains(&(data_time - released_at))
+        {
+            let reply_bound = self.dirs[sender.other()].acks.last_reply_round_trip();
+            let ctx = &mut self.gaps[index].context;
+            if ctx.release_round_trip.is_none() {
+                ctx.release_round_trip = Some(round_trip);
+                ctx.release_reply_bound = reply_bound;
+            }
+        }
+        if self.pending_acked_data_time[sender] < data_time - SAME_FLIGHT {
+            return;
+        }
         // Newest first: a gap that ended before the flight was sent acknowledged no
         // data of it, nor did any before it.
-        let pending_acked = self.pending_acked_data_time[sender];
         for gap in self.gaps.iter_mut().rev() {
             if gap.context.gap_end < data_time - SAME_FLIGHT {
                 break;
             }
             let ctx = &mut gap.context;
-            if ctx.sender != sender {
-                continue;
-            }
-            let released = (0..=SAME_FLIGHT).contains(&(data_time - ctx.gap_end));
-            if released && ctx.release_round_trip.is_none() {
-                ctx.release_round_trip = Some(round_trip);
-                ctx.release_reply_bound = self.dirs[sender.other()].acks.last_reply_round_trip();
-            }
-            let same_flight = pending_acked >= data_time - SAME_FLIGHT
+            let same_flight = ctx.sender == sender
                 && ctx
                     .last_from_peer
                     .as_ref()
