@@ -4,7 +4,8 @@
 
 use super::connection::{Connection, MAX_PENDING_GAPS, PendingGap};
 use crate::detect::{
-    DetectConfig, GapContext, PeerSegment, SenderClock, classify_gap, sender_clock, window,
+    DetectConfig, GapContext, PeerSegment, SenderClock, StallClass, StallEvent, classify_gap,
+    sender_clock, window,
 };
 use crate::segment::{Nanos, Segment};
 use crate::side::{PerSide, Side};
@@ -160,13 +161,12 @@ impl Connection {
             context.sender_echoes_pure_acks = self.dirs[sender].echoes_pure_acks;
             context.peer_large_data_rtt = large_data_rtt[sender.other()];
             if let Some(event) = classify_gap(context, config) {
-                let class = event.class;
-                if self.listed[class.index()] < class.listing_limit() {
-                    self.listed[class.index()] += 1;
-                    self.events.push(event);
-                } else {
-                    event.count_in(&mut self.unlisted);
-                }
+                Self::record(
+                    &mut self.events,
+                    &mut self.listed,
+                    &mut self.unlisted,
+                    event,
+                );
             }
         }
         self.gaps.clear();
@@ -191,6 +191,23 @@ impl Connection {
         sender_clock(&mut intervals, &mut reactions)
     }
 
+    /// Lists `event` while its class is under its listing limit, and counts it unlisted
+    /// beyond. (Takes the fields apart so that it can run while a gap is borrowed.)
+    fn record(
+        events: &mut Vec<StallEvent>,
+        listed: &mut [usize; StallClass::COUNT],
+        unlisted: &mut [(u64, Nanos); StallClass::COUNT],
+        event: StallEvent,
+    ) {
+        let class = event.class.index();
+        if listed[class] < event.class.listing_limit() {
+            listed[class] += 1;
+            events.push(event);
+        } else {
+            event.count_in(unlisted);
+        }
+    }
+
     /// A window still closed when the connection ends
     /// ([`crate::detect::window::still_closed_at_end`]).
     pub(super) fn window_closed_at_end(&mut self, config: &DetectConfig) {
@@ -206,13 +223,12 @@ impl Connection {
             let Some(event) = window::still_closed_at_end(holder, closed, &last, config) else {
                 continue;
             };
-            let class = event.class;
-            if self.listed[class.index()] < class.listing_limit() {
-                self.listed[class.index()] += 1;
-                self.events.push(event);
-            } else {
-                event.count_in(&mut self.unlisted);
-            }
+            Self::record(
+                &mut self.events,
+                &mut self.listed,
+                &mut self.unlisted,
+                event,
+            );
         }
     }
 }
