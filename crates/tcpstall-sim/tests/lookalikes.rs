@@ -87,11 +87,16 @@ fn assert_every_stall_found_seeded(
         );
     }
     assert!(stalls > 100, "{family}: only {stalls} stalls in the truth");
+    assert_none(&format!("{family}: of {stalls} stalls, missed"), &missed);
+}
+
+/// Fails with the count of `found` and its first five, when there is any.
+fn assert_none(what: &str, found: &[String]) {
     assert!(
-        missed.is_empty(),
-        "{family}: {} of {stalls} stalls missed, e.g.:\n{}",
-        missed.len(),
-        missed[..missed.len().min(5)].join("\n")
+        found.is_empty(),
+        "{what}: {}, e.g.:\n{}",
+        found.len(),
+        found[..found.len().min(5)].join("\n")
     );
 }
 
@@ -199,11 +204,9 @@ fn assert_no_false_stall_beside_the_delayer(family: &str) {
         );
     }
     assert!(runs >= 40, "{family}: only {runs} runs beside the delayer");
-    assert!(
-        false_stalls.is_empty(),
-        "{family}: {} false stalls beside the delayer, e.g.:\n{}",
-        false_stalls.len(),
-        false_stalls[..false_stalls.len().min(5)].join("\n")
+    assert_none(
+        &format!("{family}: false stalls beside the delayer"),
+        &false_stalls,
     );
 }
 
@@ -294,10 +297,5 @@ fn prompt_acks_are_judged_against_the_next_prompt_ack() {
         }
     }
     assert!(runs >= 200, "only {runs} runs");
-    assert!(
-        false_stalls.is_empty(),
-        "{} false stalls, e.g.:\n{}",
-        false_stalls.len(),
-        false_stalls[..false_stalls.len().min(5)].join("\n")
-    );
+    assert_none("false stalls", &false_stalls);
 }
