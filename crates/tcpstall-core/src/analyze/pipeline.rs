@@ -435,3 +435,28 @@ fn describe_no_tcp(summary: &InputSummary) -> String {
     };
     format!("{packets} packets: {}{hint}", parts.join(", "))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/memory-budget.md gives each thread's share of the open connections: held to
+    /// the split the code makes.
+    #[test]
+    fn the_memory_budget_gives_the_split_between_the_threads() {
+        let budget = include_str!("../../../../docs/memory-budget.md");
+        let open = crate::flow::MAX_OPEN_CONNECTIONS;
+        let thousands = |n: usize| format!("{},{:03}", n / 1000, n % 1000);
+        let text = format!(
+            "({} and {} of {BUCKETS} hash buckets: {} and {})",
+            READER_BUCKETS,
+            BUCKETS - READER_BUCKETS,
+            thousands(open * READER_BUCKETS / BUCKETS),
+            thousands(open * (BUCKETS - READER_BUCKETS) / BUCKETS),
+        );
+        assert!(
+            budget.contains(&text),
+            "docs/memory-budget.md should say \"{text}\""
+        );
+    }
+}

@@ -68,8 +68,19 @@ pub struct Direction {
     pub mss_option: Option<u16>,
     /// The window it advertises is zero (since `zero_window_since`).
     pub(super) window_closed: bool,
+    /// This side echoed a TSval that only a pure ACK of the other side carried: it
+    /// updates TS.Recent from pure ACKs (RFC 7323 4.3, not RFC 1323 3.4's strict rule).
+    pub echoes_pure_acks: bool,
+    /// The newest TSval of this side, and whether only pure ACKs carried it so far
+    /// (read by every segment with timestamps, so kept with what every segment writes).
+    pub(super) newest_tsval_pure_ack_only: bool,
+    pub(super) newest_tsval: u32,
     /// What its TSvals show: its clock's rate, the path's least transit.
     pub(super) timestamps: TimestampClock,
+    /// The latest stretch of this side's sequence space that the capture never saw
+    /// (start, end): data sent past it was captured, it was not. (Read by every ACK of
+    /// the other side, with the TSvals above.)
+    pub(super) uncaptured: (u64, u64),
 
     /// The last segment this side sent, as seen by a gap in the other side's data.
     pub(super) last: LastSegment,
@@ -106,15 +117,6 @@ pub struct Direction {
     pub timestamps_option: bool,
     /// Since when the window this side advertises has been zero, and the packet.
     pub(super) zero_window_since: (Nanos, u64),
-    /// The newest TSval of this side, and whether only pure ACKs carried it so far.
-    pub(super) newest_tsval: u32,
-    pub(super) newest_tsval_pure_ack_only: bool,
-    /// This side echoed a TSval that only a pure ACK of the other side carried: it
-    /// updates TS.Recent from pure ACKs (RFC 7323 4.3, not RFC 1323 3.4's strict rule).
-    pub echoes_pure_acks: bool,
-    /// The latest stretch of this side's sequence space that the capture never saw
-    /// (start, end): data sent past it was captured, it was not.
-    pub(super) uncaptured: (u64, u64),
     /// The furthest the peer acknowledged beyond what the capture had seen this side send
     /// (0: never): data the capture missed, already acknowledged by a captured ACK.
     pub(super) acked_beyond_captured: u64,
