@@ -4,7 +4,8 @@
 #   bench/trust-at-scale.sh [SIZE] [CONNECTIONS]     defaults: 1G, 3000000
 #   BASELINE=/path/to/an/older/tcpstall bench/trust-at-scale.sh
 #
-# With BASELINE, that build of tcpstall runs in the same turns and its ratio is printed
+# With BASELINE, that build of tcpstall and this one run in turns (TURNS, default 7, at
+# least 5) and the ratio of their median times is printed
 # (for example a build of an earlier commit, to see what a change costs).
 #
 # On one synthetic capture of SIZE (page cache warm), in one run: the floor (cat to
@@ -65,18 +66,41 @@ for _ in 1 2 3; do
     take walk "$bin/examples/record_walk" "$file"
     take flows "$bin/examples/flow_count" "$file"
     take tcpstall "$bin/tcpstall" analyze "$file"
-    if [ -n "${BASELINE:-}" ]; then
-        take baseline "$BASELINE" analyze "$file"
-    fi
 done
 cat_s=${best_s[cat]} cat_k=${best_k[cat]}
 walk_s=${best_s[walk]} walk_k=${best_k[walk]}
 flow_s=${best_s[flows]} flow_k=${best_k[flows]}
 ts_s=${best_s[tcpstall]} ts_k=${best_k[tcpstall]}
 if [ -n "${BASELINE:-}" ]; then
-    base_s=${best_s[baseline]} base_k=${best_k[baseline]}
-    echo "baseline $BASELINE: ${base_s} s, peak RSS $((base_k / 1024)) MB;" \
-        "tcpstall takes $(awk -v a="$ts_s" -v b="$base_s" 'BEGIN { printf "%.2f", a / b }')x its time"
+    # Both builds in turns, TURNS times (at least 5), each run timed to the microsecond:
+    # the ratio of the medians, and the range of the ratios turn by turn.
+    turns=${TURNS:-7}
+    [ "$turns" -ge 5 ] || turns=5
+    cat "$file" >/dev/null
+    wall() {
+        local start end
+        start=$(date +%s%N)
+        "$@" >/dev/null 2>>"$out/stderr.log"
+        end=$(date +%s%N)
+        echo $(((end - start) / 1000))
+    }
+    echo "timing tcpstall and baseline in $turns turns ..." >&2
+    pairs=()
+    for _ in $(seq "$turns"); do
+        pairs+=("$(wall "$bin/tcpstall" analyze "$file") $(wall "$BASELINE" analyze "$file")")
+    done
+    printf '%s\n' "${pairs[@]}" | awk -v base="$BASELINE" -v turns="$turns" '
+        function median(v, n,   i, j, t) {
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) {
+                t = v[j]; v[j] = v[j - 1]; v[j - 1] = t
+            }
+            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        }
+        { a[NR] = $1; b[NR] = $2; r = $1 / $2; lo = (NR == 1 || r < lo) ? r : lo; hi = (r > hi) ? r : hi }
+        END {
+            ma = median(a, NR); mb = median(b, NR)
+            printf "baseline %s: median of %d turns %.3f s, tcpstall %.3f s: tcpstall takes %.2fx its time (turn by turn %.2f to %.2f)\n", base, turns, mb / 1e6, ma / 1e6, ma / mb, lo, hi
+        }'
 fi
 measure tcptrace tcptrace -n "$file"; tt_s=$secs tt_k=$rss
 measure tshark tshark -q -z conv,tcp -r "$file"; sh_s=$secs sh_k=$rss
