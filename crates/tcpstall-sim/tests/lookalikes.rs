@@ -5,7 +5,7 @@
 //! false stall where the capture point is beside the ACK's sender.
 
 use tcpstall_core::analyze::AnalyzeOptions;
-use tcpstall_sim::accuracy::{Accuracy, CellSpec, cells, run_cell};
+use tcpstall_sim::accuracy::{Accuracy, CellSpec, MatrixCell, cells, run_cell};
 
 /// Runs every cell of `family` and returns the false stalls, with their reasons.
 fn false_stalls(family: &str) -> (usize, Accuracy) {
@@ -26,6 +26,18 @@ fn false_stalls(family: &str) -> (usize, Accuracy) {
         total.add(&accuracy);
     }
     (runs, total)
+}
+
+/// The reasons `cell` gives for its false stalls, each led by `label`.
+fn false_stall_reasons<'a>(
+    cell: &'a MatrixCell,
+    label: &'a str,
+) -> impl Iterator<Item = String> + 'a {
+    cell.accuracy
+        .misses
+        .iter()
+        .filter(|m| m.starts_with("false"))
+        .map(move |m| format!("{label}: {m}"))
 }
 
 fn assert_no_false_stall(family: &str) {
@@ -195,13 +207,8 @@ fn assert_no_false_stall_beside_the_delayer(family: &str) {
             continue;
         }
         runs += 1;
-        false_stalls.extend(
-            cell.accuracy
-                .misses
-                .iter()
-                .filter(|m| m.starts_with("false"))
-                .map(|m| format!("{} -> {} {}: {m}", cell.client, cell.server, cell.pattern)),
-        );
+        let label = format!("{} -> {} {}", cell.client, cell.server, cell.pattern);
+        false_stalls.extend(false_stall_reasons(&cell, &label));
     }
     assert!(runs >= 40, "{family}: only {runs} runs beside the delayer");
     assert_none(
@@ -287,13 +294,8 @@ fn prompt_acks_are_judged_against_the_next_prompt_ack() {
             spec.file.link.seed = seed;
             let cell = run_cell(&spec, &options).expect("the family's scenarios are valid");
             runs += 1;
-            false_stalls.extend(
-                cell.accuracy
-                    .misses
-                    .iter()
-                    .filter(|m| m.starts_with("false"))
-                    .map(|m| format!("seed {seed} {} at {}: {m}", cell.pattern, cell.capture)),
-            );
+            let label = format!("seed {seed} {} at {}", cell.pattern, cell.capture);
+            false_stalls.extend(false_stall_reasons(&cell, &label));
         }
     }
     assert!(runs >= 200, "only {runs} runs");

@@ -9,8 +9,8 @@ use super::gap::{DetectConfig, GapContext, PeerSegment};
 use crate::segment::Nanos;
 use crate::side::Side;
 
-use crate::stacks::LONGEST_DEFAULT_TIMER;
 pub use crate::stacks::SHORTEST_TIMER;
+use crate::stacks::{LONGEST_DEFAULT_TIMER, MAX_DELAYED_ACK};
 
 /// Whether an ACK this late (beyond the round trip) may have been held by a known
 /// stack's delayed-ACK timer: from the shortest per-connection timer to the longest
@@ -18,8 +18,6 @@ pub use crate::stacks::SHORTEST_TIMER;
 pub fn may_be_timer(delay: Nanos) -> bool {
     (SHORTEST_TIMER..=LONGEST_DEFAULT_TIMER).contains(&delay)
 }
-
-use crate::stacks::MAX_DELAYED_ACK;
 
 /// What the ACK's timing says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
