@@ -234,7 +234,7 @@ fn windows_holders_on_varying_wan_paths_have_no_false_stalls_beside_the_delayer(
 
 /// A request written as a large segment and its tail: the delayed ACKs of the large one
 /// (a macOS tick holds them less than Linux's shortest timer) are judged against the
-/// round trip the replies measured for large data, not against the least delayed ACK.
+/// path, not against the least of those delayed ACKs.
 #[test]
 fn large_segments_on_varying_paths_have_every_stall_found() {
     assert_every_stall_found_where("varying-delay", |c| {
@@ -243,9 +243,7 @@ fn large_segments_on_varying_paths_have_every_stall_found() {
 }
 
 /// A tick-phased timer (macOS, AIX) may hold the first request's large segment less than
-/// Linux's shortest timer; with no other ACK for large data before it, that ACK would be
-/// its own reference. The replies that come after the gap bound the path's round trip
-/// for large data as well.
+/// Linux's shortest timer; that ACK is no reference for large data, nor for itself.
 #[test]
 fn a_first_large_segment_held_by_a_tick_is_found() {
     assert_every_stall_found_seeded(
@@ -253,6 +251,21 @@ fn a_first_large_segment_held_by_a_tick_is_found() {
         |c| c.file.workload.pattern == "proxy-split",
         Some(2),
     );
+}
+
+/// A slow reader on a macOS tick: its application reads in step with the tick, so every
+/// ACK of the request's large segment is held alike, 16 to 23 ms (timer phases of seeds 2
+/// and 5), and each reply waits for a read. Neither is the path's round trip for large
+/// data; only an ACK sent at once for two full segments would be.
+#[test]
+fn large_segments_held_alike_by_a_tick_are_found() {
+    for seed in [2, 5] {
+        assert_every_stall_found_seeded(
+            "slow-reader",
+            |c| c.file.server.stack == "macos" && c.file.workload.pattern == "proxy-split",
+            Some(seed),
+        );
+    }
 }
 
 /// A Windows holder (no timestamps) on an 80 ms path whose delay varies, seen beside its

@@ -50,8 +50,8 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     let peer = ctx.sender.other();
     let sample = ack.time - data_seen;
     let path = ctx.path[peer].least;
-    // A large segment's round trip is judged against the least one seen for large data,
-    // where that is no timer's (a narrow link serializes it).
+    // A large segment's round trip is judged against the least one an ACK sent at once
+    // measured for large data (a narrow link serializes it).
     let large = ctx
         .peer_large_data_rtt
         .filter(|large| ack.acked_data_len >= 1024 && large - path < SHORTEST_TIMER)

@@ -86,8 +86,9 @@ pub struct GapContext {
     pub peer_acks_every_segment: bool,
     /// The releasing ACK came at the pace the path delivers queued segments.
     pub peer_paced_by_delivery: bool,
-    /// The other side's least round trip for a large data segment (1 KB and more) over
-    /// the whole connection, replies included; filled in when the gap is classified.
+    /// The other side's least round trip, over the whole connection, of an ACK it sent at
+    /// once for two full segments the newest large (1 KB and more): what a narrow link's
+    /// serialization adds; filled in when the gap is classified.
     pub peer_large_data_rtt: Option<Nanos>,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,

@@ -1,7 +1,7 @@
 //! What a side's pure ACKs show about the path and about the side itself: the round trips
 //! of ACKs no timer held (the path, its queue included), whether it acknowledges every
-//! segment, how long large segments take, and the pace at which the path delivers queued
-//! segments. The detector judges a candidate delayed ACK against these. Updated on every
+//! segment, how long large segments take (as ACKs sent at once by rule measured them),
+//! and the pace at which the path delivers queued segments. The detector judges a candidate delayed ACK against these. Updated on every
 //! ACK, so kept in 96 bytes.
 
 use crate::detect::PeerSegment;
@@ -74,7 +74,8 @@ pub struct AckHistory {
     /// The latest that acknowledged more than one and a half full segments: RFC 1122
     /// 4.2.3.2 receivers send those at once.
     covering: AckRecord,
-    /// The least round trip of an ACK for a large segment (0: none yet).
+    /// The least round trip of an ACK for more than one and a half full segments whose
+    /// newest segment was large (0: none yet).
     large_round_trip: Nanos,
     /// The round trip of its latest reply: a data segment acknowledging new data, which
     /// bounds the path's round trip from above (0: none yet).
@@ -130,22 +131,17 @@ impl AckHistory {
             flags,
         };
         self.recent = [record, previous];
+        // How long large data takes, a narrow link's serialization included, is read only
+        // from ACKs no timer held: those for two full segments (RFC 1122 4.2.3.2). An ACK
+        // for one segment may have waited for a tick of any length (the BSD fast timer
+        // fires 0 to 200 ms after the data), and a reply holds the application's time.
         if covers_two {
             self.covering = record;
-        }
-        self.note_large_round_trip(ack.data_len, round_trip);
-    }
-
-    /// A round trip measured on data of `data_len` bytes, by a pure ACK or by a reply
-    /// carrying the ACK. A segment whose ACK field covers the data was sent after the
-    /// data arrived (RFC 9293 3.4), and a reply holds the application's time too, so it
-    /// bounds the path's round trip for data that large from above, as an ACK does. The
-    /// least bound is what a narrow link's serialization can take.
-    pub fn note_large_round_trip(&mut self, data_len: u32, round_trip: Nanos) {
-        if data_len >= LARGE_SEGMENT
-            && (self.large_round_trip == 0 || round_trip < self.large_round_trip)
-        {
-            self.large_round_trip = round_trip.max(1);
+            if ack.data_len >= LARGE_SEGMENT
+                && (self.large_round_trip == 0 || round_trip < self.large_round_trip)
+            {
+                self.large_round_trip = round_trip.max(1);
+            }
         }
     }
 
@@ -191,9 +187,8 @@ impl AckHistory {
 
     /// A reply of this side measured `round_trip`: its data left after the data it
     /// acknowledges arrived (RFC 9293 3.4), so the path took no longer then.
-    pub fn note_reply(&mut self, data_len: u32, round_trip: Nanos) {
+    pub fn note_reply(&mut self, round_trip: Nanos) {
         self.last_reply_round_trip = round_trip.max(1);
-        self.note_large_round_trip(data_len, round_trip);
     }
 
     /// The round trip of its latest reply, if any.
@@ -201,7 +196,8 @@ impl AckHistory {
         (self.last_reply_round_trip != 0).then_some(self.last_reply_round_trip)
     }
 
-    /// The least round trip of its ACKs for large segments (1 KB and more).
+    /// The least round trip of its ACKs for two full segments or more, the newest large
+    /// (1 KB and more).
     pub fn large_round_trip(&self) -> Option<Nanos> {
         (self.large_round_trip != 0).then_some(self.large_round_trip)
     }
@@ -238,16 +234,17 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_bounds_the_round_trip_of_large_data() {
+    fn only_an_ack_no_timer_held_measures_large_data() {
         let mut history = AckHistory::default();
-        // A timer held every pure ACK of a large segment 28 ms; a reply to the next came
-        // 4 ms above the path: the path takes no 28 ms longer for large data.
-        history.observe(pure(112 * MS, 0, 1), 1448, 84 * MS);
-        assert_eq!(history.large_round_trip(), Some(112 * MS));
-        history.note_large_round_trip(1176, 88 * MS);
-        assert_eq!(history.large_round_trip(), Some(88 * MS));
-        history.note_large_round_trip(5, 84 * MS);
-        assert_eq!(history.large_round_trip(), Some(88 * MS));
+        // A tick held the ACK of one large segment 16 ms beyond a 20 ms path, and a reply
+        // to the next came after the application's 20 ms: neither is the path's.
+        history.observe(pure(36 * MS, 0, 1), 1448, 20 * MS);
+        history.note_reply(40 * MS);
+        assert_eq!(history.large_round_trip(), None);
+        // An ACK for two full segments is sent at once: 3 ms of serialization is the path.
+        history.observe(pure(123 * MS, 100 * MS, 2), 1448, 20 * MS);
+        assert_eq!(history.large_round_trip(), Some(23 * MS));
+        assert_eq!(history.last_reply_round_trip(), Some(40 * MS));
     }
 
     #[test]

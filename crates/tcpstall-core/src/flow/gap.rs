@@ -144,8 +144,8 @@ impl Connection {
         let path = PerSide::from_fn(|side| self.dirs[side].round_trips.side());
         let full_size = PerSide::from_fn(|side| self.full_size(side));
         let clock = PerSide::from_fn(|side| self.sender_clock(side));
-        // The least round trip for large data over the connection: a reply after a gap
-        // bounds it as well as an ACK before it.
+        // The least round trip for large data over the connection: an ACK after a gap
+        // measures it as well as an ACK before it.
         let large_data_rtt = PerSide::from_fn(|side| self.dirs[side].acks.large_round_trip());
 
         for gap in &mut self.gaps {
