@@ -314,3 +314,51 @@ fn prompt_acks_are_judged_against_the_next_prompt_ack() {
     assert!(runs >= 200, "only {runs} runs");
     assert_none("false stalls", &false_stalls);
 }
+
+/// A bulk transfer over a 300 ms path that losses have left limited by its congestion
+/// window: each delayed ACK holds the sender, whose next data reaches a capture point near
+/// the receiver one round trip after that ACK left, after the gap it opened began; the
+/// receiver's prompt ACKs for the data before the gap fall inside it. The data's TSecr
+/// names the ACK it answered.
+#[test]
+fn delayed_acks_seen_near_the_receiver_of_a_long_flight_are_found() {
+    let options = AnalyzeOptions::default();
+    let mut stalls = 0;
+    let mut missed = 0;
+    let mut reasons = Vec::new();
+    for capture in ["server", "tap:0.8"] {
+        for seed in [1, 2] {
+            let text = format!(
+                "capture = \"{capture}\"\n[link]\nrtt_ms = 300\nloss = 0.01\n\
+                 bandwidth_bps = 1e8\nseed = {seed}\n[workload]\npattern = \"bulk\"\n\
+                 transactions = 10\n"
+            );
+            let file = tcpstall_sim::scenario::ScenarioFile::from_toml(&text)
+                .expect("the scenario is valid");
+            let spec = CellSpec {
+                family: "receiver-side",
+                label: format!("seed {seed}"),
+                file,
+            };
+            let cell = run_cell(&spec, &options).expect("the scenario runs");
+            stalls += cell.truth_stalls;
+            missed += cell.accuracy.false_negatives;
+            reasons.extend(
+                cell.accuracy
+                    .misses
+                    .iter()
+                    .filter(|m| m.starts_with("missed") || m.starts_with("wrong"))
+                    .map(|m| format!("at {capture}, seed {seed}: {m}")),
+            );
+        }
+    }
+    assert!(stalls > 300, "only {stalls} stalls in the truth");
+    // Some stay missed: a release after a hole the loss left says only `unexplained`, and
+    // at a tap no ACK of the receiver may fall in the gap at all (94 of 364 today; without
+    // the rule, all 364).
+    assert!(
+        missed * 10 < stalls * 3,
+        "of {stalls} stalls, missed {missed}, e.g.:\n{}",
+        reasons[..reasons.len().min(5)].join("\n")
+    );
+}

@@ -92,6 +92,9 @@ pub struct GapContext {
     pub peer_large_data_rtt: Option<Nanos>,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
+    /// The late ACK of the other side, from before the gap, whose TSval the segment ending
+    /// the gap echoes, where the other side's last segment is newer than that echo.
+    pub answered_late_ack: Option<Box<PeerSegment>>,
     /// The other side advertised a zero window during the gap.
     pub peer_zero_window: bool,
     /// Full-sized segments in the sender's current message so far.
@@ -106,6 +109,24 @@ pub struct GapContext {
     pub sender_nagle_off: bool,
     /// The sender's rhythm: a clock of its own, or steady.
     pub sender_clock: SenderClock,
+}
+
+impl GapContext {
+    /// The same gap, judged against `ack` as the other side's segment that released it:
+    /// what other ACKs measured about the path around the first candidate does not
+    /// apply to it.
+    pub fn answering(&self, ack: &PeerSegment) -> GapContext {
+        GapContext {
+            last_from_peer: Some(ack.clone()),
+            answered_late_ack: None,
+            prompt_round_trip: None,
+            release_round_trip: None,
+            release_reply_bound: None,
+            peer_acks_every_segment: false,
+            peer_paced_by_delivery: false,
+            ..self.clone()
+        }
+    }
 }
 
 /// The other side's last segment inside a gap.

@@ -56,6 +56,15 @@ fn tsecr_speaks(ctx: &GapContext, ack: &PeerSegment) -> bool {
     ctx.sender_echoes_pure_acks && !ack.sender_owed_ack
 }
 
+/// The late ACK from before the gap that the data answered instead of `ack` (the other
+/// side's last segment in the gap), where the data's TSecr names that one and, by its
+/// sender's TS.Recent rule, shows that `ack` had not reached it.
+pub fn answered_instead<'a>(ctx: &'a GapContext, ack: &PeerSegment) -> Option<&'a PeerSegment> {
+    ctx.answered_late_ack
+        .as_deref()
+        .filter(|_| echo(ctx, ack) == Echo::PredatesAck && tsecr_speaks(ctx, ack))
+}
+
 /// Link 1: the data left as soon as `ack` could have reached its sender. Data seen
 /// sooner than one round trip (capture point to sender and back, its measured minimum)
 /// after the ACK was already on its way; later than the round trips the connection

@@ -297,6 +297,16 @@ impl Connection {
         self.dirs[x]
             .last
             .window_and_tsval(window_before, tsval, tsval_is_new);
+        let last = &self.dirs[x].last;
+        if last.has(LastSegment::ACK_ADVANCED)
+            && !carries_data
+            && last.acked_data_time != LastSegment::NO_TIME
+            && last.time - last.acked_data_time >= self.path_rtt(x) + config.min_gap
+        {
+            let dir = &mut self.dirs[x];
+            let (last, window) = (dir.last, dir.window);
+            dir.late_acks.get_or_insert_default().push(last, window);
+        }
         if let Some((_, sender, _, _)) = self.open_release
             && sender == y
         {

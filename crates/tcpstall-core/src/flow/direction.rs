@@ -123,6 +123,40 @@ pub struct Direction {
     /// This side's last pure ACK, kept when data of its own followed it: the ACK a
     /// release that crossed that data was answering.
     pub(super) last_pure_ack: LastSegment,
+    /// This side's latest late ACKs ([`LateAcks`]), kept from its first one.
+    pub(super) late_acks: Option<Box<LateAcks>>,
+}
+
+/// A side's latest pure ACKs of new data that came later after that data than the least
+/// round trip by `--min-gap` or more (a timer may have held them), each with the window it
+/// advertised: seen near the receiver of a flight, the ACK a release one round trip later
+/// answers, which other ACKs may follow before that release comes.
+#[derive(Clone, Debug, Default)]
+pub(super) struct LateAcks {
+    acks: [(LastSegment, Option<u64>); LateAcks::KEPT],
+    next: usize,
+}
+
+impl LateAcks {
+    /// As many as a timer of 40 ms holds over a 160 ms round trip, one after another.
+    const KEPT: usize = 4;
+
+    pub(super) fn push(&mut self, ack: LastSegment, window: Option<u64>) {
+        self.acks[self.next] = (ack, window);
+        self.next = (self.next + 1) % Self::KEPT;
+    }
+
+    /// The one that first carried `tsval`, as a gap sees it.
+    pub(super) fn carrying(&self, tsval: u32) -> Option<PeerSegment> {
+        self.acks
+            .iter()
+            .find(|(ack, _)| {
+                ack.has(LastSegment::HAS_TSVAL)
+                    && ack.has(LastSegment::TSVAL_IS_NEW)
+                    && ack.tsval == tsval
+            })
+            .and_then(|(ack, window)| ack.get(*window))
+    }
 }
 
 /// The header fields that tell a packet captured twice: sequence and acknowledgement

@@ -8,6 +8,7 @@ use crate::detect::{
     sender_clock, window,
 };
 use crate::segment::{Nanos, Segment};
+use crate::seq::SeqNumber;
 use crate::side::{PerSide, Side};
 
 impl Connection {
@@ -52,6 +53,22 @@ impl Connection {
                     .get(peer.window)
                     .filter(|p| p.time > since_own_data.min(gap_start) && p.time <= t);
             }
+            // Its TSecr names the ACK it answered (RFC 7323 4.3: TSecr echoes TS.Recent):
+            // the peer's late ACK from before the gap that first carried that TSval, when
+            // the peer's segment in the gap is newer. Seen near the receiver of a flight,
+            // an ACK leaves one round trip before the data it releases comes back.
+            let answered_late_ack = segment
+                .options
+                .timestamps
+                .filter(|&(_, ecr)| {
+                    last_from_peer.as_ref().is_some_and(|p| {
+                        p.tsval
+                            .is_some_and(|val| SeqNumber(val).is_after(SeqNumber(ecr)))
+                    })
+                })
+                .and_then(|(_, ecr)| peer.late_acks.as_ref()?.carrying(ecr))
+                .filter(|ack| ack.time <= gap_start)
+                .map(Box::new);
             // The round trip of the peer's last prompt ACK, if it covered the same
             // flight of data as the candidate release.
             let prompt_round_trip = last_from_peer
@@ -95,6 +112,7 @@ impl Connection {
                 peer_paced_by_delivery,
                 peer_large_data_rtt: None,
                 last_from_peer,
+                answered_late_ack,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
                 burst_bytes: 0,
