@@ -93,7 +93,8 @@ pub struct GapContext {
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
     /// The late ACK of the other side, from before the gap, whose TSval the segment ending
-    /// the gap echoes, where the other side's last segment is newer than that echo.
+    /// the gap echoes (the chain judges the gap against it where the other side's segment
+    /// in the gap is newer than that echo).
     pub answered_late_ack: Option<Box<PeerSegment>>,
     /// The other side advertised a zero window during the gap.
     pub peer_zero_window: bool,

@@ -1,8 +1,8 @@
 //! What a side's pure ACKs show about the path and about the side itself: the round trips
 //! of ACKs no timer held (the path, its queue included), whether it acknowledges every
 //! segment, how long large segments take (as ACKs sent at once by rule measured them),
-//! and the pace at which the path delivers queued segments. The detector judges a candidate delayed ACK against these. Updated on every
-//! ACK, so kept in 96 bytes.
+//! and the pace at which the path delivers queued segments. The detector judges a
+//! candidate delayed ACK against these. Updated on every ACK, so kept in 96 bytes.
 
 use crate::detect::PeerSegment;
 use crate::detect::ack_timer::SHORTEST_TIMER;

@@ -8,7 +8,6 @@ use crate::detect::{
     sender_clock, window,
 };
 use crate::segment::{Nanos, Segment};
-use crate::seq::SeqNumber;
 use crate::side::{PerSide, Side};
 
 impl Connection {
@@ -54,18 +53,14 @@ impl Connection {
                     .filter(|p| p.time > since_own_data.min(gap_start) && p.time <= t);
             }
             // Its TSecr names the ACK it answered (RFC 7323 4.3: TSecr echoes TS.Recent):
-            // the peer's late ACK from before the gap that first carried that TSval, when
-            // the peer's segment in the gap is newer. Seen near the receiver of a flight,
-            // an ACK leaves one round trip before the data it releases comes back.
+            // the peer's late ACK from before the gap that first carried that TSval. Seen
+            // near the receiver of a flight, an ACK leaves one round trip before the data
+            // it releases comes back (the chain takes it where the candidate in the gap
+            // had not reached the sender, `release::answered_instead`).
             let answered_late_ack = segment
                 .options
                 .timestamps
-                .filter(|&(_, ecr)| {
-                    last_from_peer.as_ref().is_some_and(|p| {
-                        p.tsval
-                            .is_some_and(|val| SeqNumber(val).is_after(SeqNumber(ecr)))
-                    })
-                })
+                .filter(|_| last_from_peer.is_some())
                 .and_then(|(_, ecr)| peer.late_acks.as_ref()?.carrying(ecr))
                 .filter(|ack| ack.time <= gap_start)
                 .map(Box::new);
