@@ -362,3 +362,53 @@ fn delayed_acks_seen_near_the_receiver_of_a_long_flight_are_found() {
         reasons[..reasons.len().min(5)].join("\n")
     );
 }
+
+/// Seen at a tap or near the receiver, the receiver's delayed ACK passes the capture point
+/// before the flight already on its way does: the data that ACK releases comes one round
+/// trip to the sender later, with no segment of the receiver in the gap, and without
+/// timestamps nothing but that timing names the ACK. Windows' default (no timestamps)
+/// sends a bulk transfer over a 150 ms path losing 1 % of its packets.
+#[test]
+fn delayed_acks_that_passed_before_the_flight_are_found_without_timestamps() {
+    let options = AnalyzeOptions::default();
+    let mut stalls = 0;
+    let mut missed = 0;
+    let mut false_stalls = 0;
+    let mut reasons = Vec::new();
+    for capture in ["server", "tap"] {
+        for seed in [1, 2] {
+            let text = format!(
+                "capture = \"{capture}\"\n[client]\nstack = \"windows\"\n[link]\n\
+                 rtt_ms = 150\nloss = 0.01\nseed = {seed}\n[workload]\npattern = \"bulk\"\n\
+                 transactions = 10\n"
+            );
+            let file = tcpstall_sim::scenario::ScenarioFile::from_toml(&text)
+                .expect("the scenario is valid");
+            let spec = CellSpec {
+                family: "before-the-flight",
+                label: format!("seed {seed}"),
+                file,
+            };
+            let cell = run_cell(&spec, &options).expect("the scenario runs");
+            stalls += cell.truth_stalls;
+            missed += cell.accuracy.false_negatives;
+            false_stalls += cell.accuracy.false_positives;
+            reasons.extend(
+                cell.accuracy
+                    .misses
+                    .iter()
+                    .filter(|m| m.starts_with("missed") || m.starts_with("wrong"))
+                    .map(|m| format!("at {capture}, seed {seed}: {m}")),
+            );
+        }
+    }
+    assert!(stalls > 300, "only {stalls} stalls in the truth");
+    // Some stay missed: after a loss the capture shows a hole, and a release past a hole
+    // is not measured (129 of 362 today; without the rule, 326).
+    assert!(
+        missed * 10 < stalls * 4,
+        "of {stalls} stalls, missed {missed}, e.g.:\n{}",
+        reasons[..reasons.len().min(5)].join("\n")
+    );
+    assert!(false_stalls <= 2, "{false_stalls} false stalls");
+}

@@ -92,10 +92,12 @@ pub struct GapContext {
     pub peer_large_data_rtt: Option<Nanos>,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
-    /// The late ACK of the other side, from before the gap, whose TSval the segment ending
-    /// the gap echoes (the chain judges the gap against it where the other side's segment
-    /// in the gap is newer than that echo).
-    pub answered_late_ack: Option<Box<PeerSegment>>,
+    /// A late ACK of the other side from before the gap: the one whose TSval the segment
+    /// ending the gap echoes (`late_ack_named`), or else the latest. The chain judges the
+    /// gap against it where the other side's segment in the gap, if any, cannot have
+    /// released the data ([`release::answered_instead`](super::release::answered_instead)).
+    pub late_ack_before_gap: Option<Box<PeerSegment>>,
+    pub late_ack_named: bool,
     /// The other side advertised a zero window during the gap.
     pub peer_zero_window: bool,
     /// Full-sized segments in the sender's current message so far.
@@ -119,7 +121,8 @@ impl GapContext {
     pub fn answering(&self, ack: &PeerSegment) -> GapContext {
         GapContext {
             last_from_peer: Some(ack.clone()),
-            answered_late_ack: None,
+            late_ack_before_gap: None,
+            late_ack_named: false,
             prompt_round_trip: None,
             release_round_trip: None,
             release_reply_bound: None,

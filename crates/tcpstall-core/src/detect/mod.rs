@@ -37,11 +37,7 @@ pub use gap::{DetectConfig, GapContext, PeerSegment, SenderClock, sender_clock};
 /// trip (no delay beyond it reaches the threshold).
 pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEvent> {
     // Seen near the receiver, the ACK the data answered may have left before the gap.
-    let answering = ctx
-        .last_from_peer
-        .as_ref()
-        .and_then(|ack| release::answered_instead(ctx, ack))
-        .map(|late| ctx.answering(late));
+    let answering = release::answered_instead(ctx).map(|late| ctx.answering(late));
     let ctx = answering.as_ref().unwrap_or(ctx);
     let mut event = StallEvent::opened_by(ctx);
     let (Break(verdict) | Continue(verdict)) = chain(ctx, config, &mut event);

@@ -59,10 +59,28 @@ fn tsecr_speaks(ctx: &GapContext, ack: &PeerSegment) -> bool {
 /// The late ACK from before the gap that the data answered instead of `ack` (the other
 /// side's last segment in the gap), where the data's TSecr names that one and, by its
 /// sender's TS.Recent rule, shows that `ack` had not reached it.
-pub fn answered_instead<'a>(ctx: &'a GapContext, ack: &PeerSegment) -> Option<&'a PeerSegment> {
-    ctx.answered_late_ack
-        .as_deref()
-        .filter(|_| echo(ctx, ack) == Echo::PredatesAck && tsecr_speaks(ctx, ack))
+pub fn answered_instead(ctx: &GapContext) -> Option<&PeerSegment> {
+    let late = ctx.late_ack_before_gap.as_deref()?;
+    match &ctx.last_from_peer {
+        Some(ack) if ctx.late_ack_named => {
+            (echo(ctx, ack) == Echo::PredatesAck && tsecr_speaks(ctx, ack)).then_some(late)
+        }
+        in_gap => {
+            // The sender's data before the gap was on its way before this ACK reached it
+            // (else the ACK released that data, not the data after the gap)...
+            let first_release = ctx.data_before_from_sender
+                && sooner_than_a_round_trip(ctx, ctx.gap_start - late.time);
+            // ...and the other side's segment in the gap came too late to release it.
+            let in_gap_too_late = in_gap.as_ref().is_none_or(|ack| {
+                release_by(ctx, ack) == Release::NotReleased(Link::LeftBeforeAckCouldArrive)
+            });
+            let on_time = matches!(
+                release_by(ctx, late),
+                Release::Proven { .. } | Release::OnTime { .. }
+            );
+            (first_release && in_gap_too_late && on_time).then_some(late)
+        }
+    }
 }
 
 /// Link 1: the data left as soon as `ack` could have reached its sender. Data seen
@@ -78,21 +96,10 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
     if echo == Echo::PredatesAck && tsecr_speaks(ctx, ack) {
         return Release::NotReleased(Link::TsecrPredatesAck);
     }
-    let path = &ctx.path[ctx.sender];
-    // Both times are stamped by the capture's clock; a reaction under the least round
-    // trip by its measured spread, or by what a host's answer to an ACK and to data may
-    // differ, is that, not a release before the ACK. (TSecr echoing the ACK proves the
-    // order outright.)
-    let timing = 2 * ctx.clock_step;
-    // Every round trip, a reply's too, is the path's least plus something (a segment
-    // acknowledging data left after that data arrived, RFC 9293 3.4): a reply that came
-    // sooner than the path-alone samples shows they met a queue, and lowers the floor.
-    if let Some(floor) = path.floor.map(|floor| floor.min(path.least))
-        && echo != Echo::EchoesAck
-        && reaction + timing.max(path.measured_spread) + HOST_TURNAROUND < floor
-    {
+    if echo != Echo::EchoesAck && sooner_than_a_round_trip(ctx, reaction) {
         return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
     }
+    let path = &ctx.path[ctx.sender];
     let reaction = reaction - path_delay_of_data(ctx);
     if reaction <= on_time_limit(ctx, path.spread) {
         let unmeasured = reaction > on_time_limit(ctx, path.measured_spread);
@@ -107,6 +114,21 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
         // tcp_data_snd_check; BSD tcp_input -> tcp_output).
         Release::NotReleased(Link::LeftLongAfterAck)
     }
+}
+
+/// Whether data seen `reaction` after an ACK left before that ACK could reach its sender.
+/// Both times are stamped by the capture's clock; a reaction under the least round trip
+/// by its measured spread, or by what a host's answer to an ACK and to data may differ,
+/// is that, not a release before the ACK.
+fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
+    let path = &ctx.path[ctx.sender];
+    let timing = 2 * ctx.clock_step;
+    // Every round trip, a reply's too, is the path's least plus something (a segment
+    // acknowledging data left after that data arrived, RFC 9293 3.4): a reply that came
+    // sooner than the path-alone samples shows they met a queue, and lowers the floor.
+    path.floor
+        .map(|floor| floor.min(path.least))
+        .is_some_and(|floor| reaction + timing.max(path.measured_spread) + HOST_TURNAROUND < floor)
 }
 
 /// The latest a reaction counts as on time: the least round trip from the capture point

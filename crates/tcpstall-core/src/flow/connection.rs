@@ -604,7 +604,7 @@ impl Connection {
         }
         let full_size = dir.sender.full_size(mss);
         dir.full_size = full_size;
-        dir.last_data_tsval = segment.options.timestamps.map(|(val, _)| val);
+        dir.last_data_timestamps = segment.options.timestamps;
         if dir.peer_spoke_since_data || dir.data_segments == 0 {
             dir.message_full_segments = 0;
             dir.message_segments = 0;

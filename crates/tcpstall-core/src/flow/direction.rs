@@ -103,8 +103,8 @@ pub struct Direction {
     /// Messages: runs of data segments between two of the other side's data.
     pub messages: u32,
     pub max_payload: u32,
-    /// The TSval of its last data segment.
-    pub(super) last_data_tsval: Option<u32>,
+    /// The TSval and TSecr of its last data segment.
+    pub(super) last_data_timestamps: Option<(u32, u32)>,
     /// The TSval of its last pure ACK, and when the capture saw it.
     pub(super) last_bare_tsval: Option<(u32, Nanos)>,
     /// What this side's own data segments prove about how it sends.
@@ -155,6 +155,15 @@ impl LateAcks {
                     && ack.has(LastSegment::TSVAL_IS_NEW)
                     && ack.tsval == tsval
             })
+            .and_then(|(ack, window)| ack.get(*window))
+    }
+
+    /// The latest one seen no later than `time`.
+    pub(super) fn latest_until(&self, time: Nanos) -> Option<PeerSegment> {
+        self.acks
+            .iter()
+            .filter(|(ack, _)| ack.has(LastSegment::SEEN) && ack.time <= time)
+            .max_by_key(|(ack, _)| ack.time)
             .and_then(|(ack, window)| ack.get(*window))
     }
 }
@@ -419,6 +428,21 @@ mod tests {
             let back = last.get(segment.window_after.map(u64::from));
             assert_eq!(format!("{back:?}"), format!("{:?}", Some(segment)));
         }
+    }
+
+    #[test]
+    fn the_latest_late_ack_until_a_time_is_found_in_the_ring() {
+        let mut late = LateAcks::default();
+        assert!(late.latest_until(i64::MAX).is_none());
+        // Six pushed into a ring of four: the first two are gone.
+        for (packet, time) in [(1, 10), (2, 20), (3, 30), (4, 40), (5, 50), (6, 60)] {
+            late.push(LastSegment::begin(packet, time, None), None);
+        }
+        let packet_until = |time| late.latest_until(time).map(|ack| ack.packet);
+        assert_eq!(packet_until(65), Some(6));
+        assert_eq!(packet_until(50), Some(5));
+        assert_eq!(packet_until(31), Some(3));
+        assert_eq!(packet_until(29), None);
     }
 
     #[test]

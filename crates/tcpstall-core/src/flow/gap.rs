@@ -57,13 +57,34 @@ impl Connection {
             // near the receiver of a flight, an ACK leaves one round trip before the data
             // it releases comes back (the chain takes it where the candidate in the gap
             // had not reached the sender, `release::answered_instead`).
-            let answered_late_ack = segment
+            let named_late_ack = segment
                 .options
                 .timestamps
                 .filter(|_| last_from_peer.is_some())
                 .and_then(|(_, ecr)| peer.late_acks.as_ref()?.carrying(ecr))
-                .filter(|ack| ack.time <= gap_start)
-                .map(Box::new);
+                .filter(|ack| ack.time <= gap_start);
+            let late_ack_named = named_late_ack.is_some();
+            // Without such an echo, the peer's latest late ACK from before the gap: the
+            // chain takes it where the data left one round trip after it, and the
+            // candidate in the gap, if any, came too late to have released it.
+            // No other segment of the peer may have come between it and the gap; the
+            // sender's data before the gap must not echo it (that data was its release),
+            // and the capture must have seen all the sender's data past what it
+            // acknowledged (a release only when no hole precedes it).
+            let previous_echo = self.dirs[x].last_data_timestamps.map(|(_, ecr)| ecr);
+            let (hole_start, hole_end) = self.dirs[x].uncaptured;
+            let latest_late_ack = || {
+                let late = peer.late_acks.as_ref()?.latest_until(gap_start)?;
+                let peer_last = peer.last_segment()?;
+                let released_before = late.tsval.is_some() && late.tsval == previous_echo;
+                let hole_after =
+                    hole_start < hole_end && hole_end > late.snd_una_before + late.newly_acked;
+                ((last_from_peer.is_some() || peer_last.packet == late.packet)
+                    && !released_before
+                    && !hole_after)
+                    .then_some(late)
+            };
+            let late_ack_before_gap = named_late_ack.or_else(latest_late_ack).map(Box::new);
             // The round trip of the peer's last prompt ACK, if it covered the same
             // flight of data as the candidate release.
             let prompt_round_trip = last_from_peer
@@ -92,7 +113,7 @@ impl Connection {
                 sender_previous_data: self.dirs[x].sender.last_data_time(),
                 sender_previous_message: self.dirs[x].sender.last_message_end(mss),
                 segment_tsval: segment.options.timestamps.map(|(val, _)| val),
-                sender_previous_tsval: self.dirs[x].last_data_tsval,
+                sender_previous_tsval: self.dirs[x].last_data_timestamps.map(|(val, _)| val),
                 sender_previous_bare: self.dirs[x].last_bare_tsval,
                 sender_tsval_hz: None,
                 sender_echoes_pure_acks: false,
@@ -107,7 +128,8 @@ impl Connection {
                 peer_paced_by_delivery,
                 peer_large_data_rtt: None,
                 last_from_peer,
-                answered_late_ack,
+                late_ack_before_gap,
+                late_ack_named,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
                 burst_bytes: 0,
