@@ -322,45 +322,22 @@ fn prompt_acks_are_judged_against_the_next_prompt_ack() {
 /// names the ACK it answered.
 #[test]
 fn delayed_acks_seen_near_the_receiver_of_a_long_flight_are_found() {
-    let options = AnalyzeOptions::default();
-    let mut stalls = 0;
-    let mut missed = 0;
-    let mut reasons = Vec::new();
-    for capture in ["server", "tap:0.8"] {
-        for seed in [1, 2] {
-            let text = format!(
-                "capture = \"{capture}\"\n[link]\nrtt_ms = 300\nloss = 0.01\n\
-                 bandwidth_bps = 1e8\nseed = {seed}\n[workload]\npattern = \"bulk\"\n\
-                 transactions = 10\n"
-            );
-            let file = tcpstall_sim::scenario::ScenarioFile::from_toml(&text)
-                .expect("the scenario is valid");
-            let spec = CellSpec {
-                family: "receiver-side",
-                label: format!("seed {seed}"),
-                file,
-            };
-            let cell = run_cell(&spec, &options).expect("the scenario runs");
-            stalls += cell.truth_stalls;
-            missed += cell.accuracy.false_negatives;
-            reasons.extend(
-                cell.accuracy
-                    .misses
-                    .iter()
-                    .filter(|m| m.starts_with("missed") || m.starts_with("wrong"))
-                    .map(|m| format!("at {capture}, seed {seed}: {m}")),
-            );
-        }
-    }
-    assert!(stalls > 300, "only {stalls} stalls in the truth");
-    // Some stay missed: a release after a hole the loss left says only `unexplained`, and
-    // at a tap no ACK of the receiver may fall in the gap at all (94 of 364 today; without
-    // the rule, all 364).
-    assert!(
-        missed * 10 < stalls * 3,
-        "of {stalls} stalls, missed {missed}, e.g.:\n{}",
-        reasons[..reasons.len().min(5)].join("\n")
+    let found = bulk_with_loss(
+        "receiver-side",
+        ["server", "tap:0.8"],
+        "rtt_ms = 300\nloss = 0.01\nbandwidth_bps = 1e8",
+        "",
     );
+    assert!(
+        found.stalls > 300,
+        "only {} stalls in the truth",
+        found.stalls
+    );
+    // Some stay missed: a release after a hole the loss left says only `unexplained`, and
+    // the ACK before a gap with nothing of the receiver in it is taken only where no hole
+    // precedes the release (51 of 364 today; 94 before that ACK was taken at all; all 364
+    // without the rule).
+    found.assert_missed_under(3);
 }
 
 /// Seen at a tap or near the receiver, the receiver's delayed ACK passes the capture point
@@ -370,30 +347,81 @@ fn delayed_acks_seen_near_the_receiver_of_a_long_flight_are_found() {
 /// sends a bulk transfer over a 150 ms path losing 1 % of its packets.
 #[test]
 fn delayed_acks_that_passed_before_the_flight_are_found_without_timestamps() {
+    let found = bulk_with_loss(
+        "before-the-flight",
+        ["server", "tap"],
+        "rtt_ms = 150\nloss = 0.01",
+        "[client]\nstack = \"windows\"\n",
+    );
+    assert!(
+        found.stalls > 300,
+        "only {} stalls in the truth",
+        found.stalls
+    );
+    // Some stay missed: after a loss the capture shows a hole, and a release past a hole
+    // is not measured (129 of 362 today; without the rule, 326).
+    found.assert_missed_under(4);
+    assert!(
+        found.false_stalls <= 2,
+        "{} false stalls",
+        found.false_stalls
+    );
+}
+
+/// What the detector found over bulk transfers seeded 1 and 2 at each capture point.
+struct BulkFound {
+    stalls: usize,
+    missed: usize,
+    false_stalls: usize,
+    reasons: Vec<String>,
+}
+
+impl BulkFound {
+    /// Fewer than `tenths` tenths of the stalls missed.
+    fn assert_missed_under(&self, tenths: usize) {
+        assert!(
+            self.missed * 10 < self.stalls * tenths,
+            "of {} stalls, missed {}, e.g.:\n{}",
+            self.stalls,
+            self.missed,
+            self.reasons[..self.reasons.len().min(5)].join("\n")
+        );
+    }
+}
+
+/// Runs a bulk transfer of 10 blocks over `link` (scenario lines of its `[link]` table),
+/// with `stacks` (scenario tables before it), at each capture point, seeds 1 and 2.
+fn bulk_with_loss<const N: usize>(
+    family: &'static str,
+    captures: [&str; N],
+    link: &str,
+    stacks: &str,
+) -> BulkFound {
     let options = AnalyzeOptions::default();
-    let mut stalls = 0;
-    let mut missed = 0;
-    let mut false_stalls = 0;
-    let mut reasons = Vec::new();
-    for capture in ["server", "tap"] {
+    let mut found = BulkFound {
+        stalls: 0,
+        missed: 0,
+        false_stalls: 0,
+        reasons: Vec::new(),
+    };
+    for capture in captures {
         for seed in [1, 2] {
             let text = format!(
-                "capture = \"{capture}\"\n[client]\nstack = \"windows\"\n[link]\n\
-                 rtt_ms = 150\nloss = 0.01\nseed = {seed}\n[workload]\npattern = \"bulk\"\n\
-                 transactions = 10\n"
+                "capture = \"{capture}\"\n{stacks}[link]\n{link}\nseed = {seed}\n\
+                 [workload]\npattern = \"bulk\"\ntransactions = 10\n"
             );
             let file = tcpstall_sim::scenario::ScenarioFile::from_toml(&text)
                 .expect("the scenario is valid");
             let spec = CellSpec {
-                family: "before-the-flight",
+                family,
                 label: format!("seed {seed}"),
                 file,
             };
             let cell = run_cell(&spec, &options).expect("the scenario runs");
-            stalls += cell.truth_stalls;
-            missed += cell.accuracy.false_negatives;
-            false_stalls += cell.accuracy.false_positives;
-            reasons.extend(
+            found.stalls += cell.truth_stalls;
+            found.missed += cell.accuracy.false_negatives;
+            found.false_stalls += cell.accuracy.false_positives;
+            found.reasons.extend(
                 cell.accuracy
                     .misses
                     .iter()
@@ -402,13 +430,5 @@ fn delayed_acks_that_passed_before_the_flight_are_found_without_timestamps() {
             );
         }
     }
-    assert!(stalls > 300, "only {stalls} stalls in the truth");
-    // Some stay missed: after a loss the capture shows a hole, and a release past a hole
-    // is not measured (129 of 362 today; without the rule, 326).
-    assert!(
-        missed * 10 < stalls * 4,
-        "of {stalls} stalls, missed {missed}, e.g.:\n{}",
-        reasons[..reasons.len().min(5)].join("\n")
-    );
-    assert!(false_stalls <= 2, "{false_stalls} false stalls");
+    found
 }
