@@ -93,11 +93,10 @@ pub struct GapContext {
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
     /// A late ACK of the other side from before the gap: the one whose TSval the segment
-    /// ending the gap echoes (`late_ack_named`), or else the latest. The chain judges the
-    /// gap against it where the other side's segment in the gap, if any, cannot have
-    /// released the data ([`release::answered_instead`](super::release::answered_instead)).
+    /// ending the gap echoes, or else the latest. The chain judges the gap against it
+    /// where the other side's segment in the gap, if any, cannot have released the data
+    /// ([`release::answered_instead`](super::release::answered_instead)).
     pub late_ack_before_gap: Option<Box<PeerSegment>>,
-    pub late_ack_named: bool,
     /// The other side advertised a zero window during the gap.
     pub peer_zero_window: bool,
     /// Full-sized segments in the sender's current message so far.
@@ -122,7 +121,6 @@ impl GapContext {
         GapContext {
             last_from_peer: Some(ack.clone()),
             late_ack_before_gap: None,
-            late_ack_named: false,
             prompt_round_trip: None,
             release_round_trip: None,
             release_reply_bound: None,

@@ -56,13 +56,17 @@ fn tsecr_speaks(ctx: &GapContext, ack: &PeerSegment) -> bool {
     ctx.sender_echoes_pure_acks && !ack.sender_owed_ack
 }
 
-/// The late ACK from before the gap that the data answered instead of `ack` (the other
-/// side's last segment in the gap), where the data's TSecr names that one and, by its
-/// sender's TS.Recent rule, shows that `ack` had not reached it.
+/// The late ACK from before the gap that the data answered instead of the other side's
+/// segment in the gap, if any. Where the data's TSecr names that ACK, the sender's
+/// TS.Recent rule must show that the segment in the gap had not reached it; otherwise
+/// timing decides: the data before the gap was on its way before the ACK could reach the
+/// sender, the data after it left on the ACK's arrival (a sender held by its window or by
+/// Nagle sends as the ACK is processed: RFC 5681 3.1, RFC 896), and the segment in the gap
+/// came too late to have released it.
 pub fn answered_instead(ctx: &GapContext) -> Option<&PeerSegment> {
     let late = ctx.late_ack_before_gap.as_deref()?;
     match &ctx.last_from_peer {
-        Some(ack) if ctx.late_ack_named => {
+        Some(ack) if echo(ctx, late) == Echo::EchoesAck => {
             (echo(ctx, ack) == Echo::PredatesAck && tsecr_speaks(ctx, ack)).then_some(late)
         }
         in_gap => {

@@ -63,14 +63,11 @@ impl Connection {
                 .filter(|_| last_from_peer.is_some())
                 .and_then(|(_, ecr)| peer.late_acks.as_ref()?.carrying(ecr))
                 .filter(|ack| ack.time <= gap_start);
-            let late_ack_named = named_late_ack.is_some();
-            // Without such an echo, the peer's latest late ACK from before the gap: the
-            // chain takes it where the data left one round trip after it, and the
-            // candidate in the gap, if any, came too late to have released it.
-            // No other segment of the peer may have come between it and the gap; the
-            // sender's data before the gap must not echo it (that data was its release),
-            // and the capture must have seen all the sender's data past what it
-            // acknowledged (a release only when no hole precedes it).
+            // Without such an echo, the peer's latest late ACK from before the gap, where
+            // no other segment of the peer came between it and the gap, the sender's data
+            // before the gap does not echo it (that data was its release), and the capture
+            // saw all the sender's data past what it acknowledged (a release only when no
+            // hole precedes it). The chain judges its timing.
             let previous_echo = self.dirs[x].last_data_timestamps.map(|(_, ecr)| ecr);
             let (hole_start, hole_end) = self.dirs[x].uncaptured;
             let latest_late_ack = || {
@@ -129,7 +126,6 @@ impl Connection {
                 peer_large_data_rtt: None,
                 last_from_peer,
                 late_ack_before_gap,
-                late_ack_named,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
                 burst_bytes: 0,
