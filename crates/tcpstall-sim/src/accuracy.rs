@@ -304,6 +304,10 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "prompt-ack-400ms",
         "Nagle holds released by ACKs sent at once over a 400 ms path whose delay varies",
     ),
+    (
+        "steady-poller",
+        "requests in pieces after a fixed think time on a steady path: every pause recurs alike",
+    ),
 ];
 
 const CLASSIC_PATTERNS: [&str; 8] = [
@@ -363,6 +367,7 @@ pub fn cells(transactions: u32) -> Vec<CellSpec> {
     send_buffers(&mut cells);
     corks(&mut cells);
     prompt_acks_on_long_paths(&mut cells);
+    steady_pollers(&mut cells);
     cells
 }
 
@@ -784,6 +789,41 @@ fn prompt_acks_on_long_paths(cells: &mut Vec<CellSpec>) {
                             file: f,
                         });
                     }
+                }
+            }
+        }
+    }
+}
+
+fn steady_pollers(cells: &mut Vec<CellSpec>) {
+    // A poller (a monitoring agent, a Modbus or Redis health check) waits a fixed time
+    // after each reply, then writes its next request in pieces; on a steady path each
+    // think time and each hold lasts the same every time, so its pauses keep a rhythm
+    // that is the exchange's, not a clock of its own.
+    let pairs = [
+        ("linux", "linux"),
+        ("windows", "linux"),
+        ("linux", "aix"),
+        ("aix", "linux"),
+        ("linux", "macos-legacy"),
+    ];
+    for (client, server) in pairs {
+        for pattern in ["two-writes", "proxy-split", "sftp", "http-keepalive"] {
+            for (rtt, think) in [(20.0, 15.0), (50.0, 50.0), (150.0, 50.0)] {
+                for capture in CAPTURES {
+                    let mut f = file(client, server, pattern, rtt, capture);
+                    f.link.jitter_ms = 0.1;
+                    if holder_is_server(pattern) {
+                        f.workload.server_think_ms = think;
+                    } else {
+                        f.workload.client_think_ms = think;
+                    }
+                    f.workload.transactions = 10;
+                    cells.push(CellSpec {
+                        family: "steady-poller",
+                        label: format!("{think} ms think time, steady path"),
+                        file: f,
+                    });
                 }
             }
         }

@@ -177,6 +177,16 @@ fn two_way_exchanges_have_every_stall_found() {
     assert_every_stall_found("two-way");
 }
 
+/// A poller that waits a fixed time after each reply and writes its request in pieces:
+/// on a steady path its pauses recur alike, a think time after the peer's data and a hold
+/// after its own, which together once read as a clock of its own (528 of these 3,042
+/// stalls missed).
+#[test]
+fn steady_pollers_have_every_stall_found() {
+    assert_no_false_stall("steady-poller");
+    assert_every_stall_found("steady-poller");
+}
+
 #[test]
 fn send_buffers_paced_by_a_bottleneck_are_not_stalls() {
     assert_no_false_stall("send-buffer");

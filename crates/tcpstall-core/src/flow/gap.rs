@@ -206,8 +206,25 @@ impl Connection {
     }
 
     /// Whether `side`'s data, over its pending gaps that ended after an ACK of the other
-    /// side, follows its own clock rather than those ACKs.
+    /// side, follows its own clock rather than those ACKs. A side that takes turns with
+    /// its peer keeps the exchange's rhythm, not a clock of its own, however steady: a
+    /// request in two writes after each reply pauses once after the peer's data and once
+    /// after its own.
     pub(super) fn sender_clock(&self, side: Side) -> SenderClock {
+        let (after_peer, after_own) = self
+            .gaps
+            .iter()
+            .filter(|gap| gap.context.sender == side)
+            .fold((0, 0), |(peer, own), gap| {
+                if gap.context.data_before_from_sender {
+                    (peer, own + 1)
+                } else {
+                    (peer + 1, own)
+                }
+            });
+        if after_peer * 2 >= after_own && after_peer > 0 {
+            return SenderClock::Unknown;
+        }
         let (mut intervals, mut reactions): (Vec<Nanos>, Vec<Nanos>) = self
             .gaps
             .iter()
