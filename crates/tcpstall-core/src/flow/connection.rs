@@ -402,6 +402,10 @@ impl Connection {
         let newly_acked = ack - peer.snd_una;
         let small_before = peer.small_in_flight > 0;
         let mut newest: Option<InFlight> = None;
+        // A retransmission that filled a hole below the newest data: the receiver
+        // acknowledges at once when a segment fills a gap (RFC 5681 4.2), so the ACK is
+        // timed from it, and measures no round trip of the newest (Karn).
+        let mut hole_filled = Nanos::MIN;
         let mut acked_segments = 0u32;
         while let Some(&done) = peer.in_flight.front() {
             if done.end > ack {
@@ -410,6 +414,9 @@ impl Connection {
             acked_segments += 1;
             peer.in_flight.pop_front();
             peer.small_in_flight -= u32::from(done.small);
+            if let Some(below) = newest {
+                hole_filled = hole_filled.max(below.resent);
+            }
             newest = Some(done);
         }
         let snd_una_before = peer.snd_una;
@@ -426,13 +433,20 @@ impl Connection {
             _ => false,
         };
         let last = &mut self.dirs[x].last;
-        last.acked(newly_acked, newest.as_ref(), small_before, small_after);
+        last.acked(
+            newly_acked,
+            newest.as_ref(),
+            hole_filled,
+            small_before,
+            small_after,
+        );
         last.set(
             LastSegment::ACKED_UNCAPTURED,
             covers_hole || echoes_uncaptured,
         );
         // Karn's rule: no round-trip sample from retransmitted data.
-        let Some(newest) = newest.filter(|done| !done.retransmitted) else {
+        let Some(newest) = newest.filter(|done| !done.retransmitted && hole_filled == Nanos::MIN)
+        else {
             return;
         };
         let sample = t - newest.time;
@@ -542,6 +556,7 @@ impl Connection {
                 .filter(|f| f.end > seq_start && f.end <= seq_end)
             {
                 f.retransmitted = true;
+                f.resent = t;
             }
             return;
         }
@@ -633,6 +648,7 @@ impl Connection {
             small,
             began_message: dir.message_segments == 1,
             retransmitted: false,
+            resent: Nanos::MIN,
         });
         if seq_start > dir.snd_max {
             // What a captured ACK already covered is no hole for a later ACK: that ACK

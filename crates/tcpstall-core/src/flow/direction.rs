@@ -27,6 +27,8 @@ pub(super) struct InFlight {
     pub(super) small: bool,
     pub(super) began_message: bool,
     pub(super) retransmitted: bool,
+    /// When it was last sent again ([`Nanos::MIN`]: never).
+    pub(super) resent: Nanos,
 }
 
 /// The state of the data one side sends. The fields are laid out by when they are used,
@@ -255,13 +257,15 @@ impl LastSegment {
         self.outstanding_before = Self::small(outstanding_before);
     }
 
-    /// It acknowledged `newly_acked` new bytes, `newest` the newest segment among them;
-    /// `small_before` and `small_after`: a sub-MSS segment was unacknowledged before
-    /// and after it.
+    /// It acknowledged `newly_acked` new bytes, `newest` the newest segment among them,
+    /// after a retransmission below it filled a hole at `hole_filled` ([`Nanos::MIN`]:
+    /// none); `small_before` and `small_after`: a sub-MSS segment was unacknowledged
+    /// before and after it.
     pub(super) fn acked(
         &mut self,
         newly_acked: u64,
         newest: Option<&InFlight>,
+        hole_filled: Nanos,
         small_before: bool,
         small_after: bool,
     ) {
@@ -270,7 +274,7 @@ impl LastSegment {
         self.set(Self::OUTSTANDING_SMALL, small_before);
         self.set(Self::SMALL_AFTER, small_after);
         if let Some(newest) = newest {
-            self.acked_data_time = newest.time;
+            self.acked_data_time = newest.time.max(hole_filled);
             self.acked_data_len = newest.len;
             self.set(Self::ACKED_DATA_SMALL, newest.small);
             self.set(Self::ACKED_DATA_BEGAN_MESSAGE, newest.began_message);
@@ -411,10 +415,12 @@ mod tests {
                     small: segment.acked_data_small,
                     began_message: segment.acked_data_began_message,
                     retransmitted: false,
+                    resent: Nanos::MIN,
                 });
                 last.acked(
                     segment.newly_acked,
                     newest.as_ref(),
+                    Nanos::MIN,
                     segment.outstanding_small_segment,
                     segment.small_outstanding_after,
                 );

@@ -45,6 +45,10 @@ mod tests {
         let budget = include_str!("../../../../docs/memory-budget.md");
         for (phrase, size) in [
             ("its state, {} bytes", size_of::<Connection>()),
+            (
+                "| its unacknowledged data segments | {} bytes each",
+                size_of::<super::direction::InFlight>(),
+            ),
             ("| {} bytes each (the evidence", size_of::<PendingGap>()),
             ("({} bytes, and its fixes", size_of::<ConnectionDiagnosis>()),
             ("| a listed gap | {} bytes", size_of::<StallEvent>()),
