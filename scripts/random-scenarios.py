@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,6 +64,8 @@ client_think_ms = {client_think}
 
 
 def main():
+    # Output piped into `head` and the like ends the run quietly.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1, help="draws (default 1)")
     parser.add_argument("--runs", type=int, default=300, help="scenarios (default 300)")

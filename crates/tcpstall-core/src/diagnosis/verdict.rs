@@ -264,8 +264,8 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         duplicates: connection.duplicates,
         bytes_client_to_server: connection.dirs[client_side].data_bytes,
         bytes_server_to_client: connection.dirs[server_side].data_bytes,
-        retransmitted_segments: connection.dirs[Side::First].retransmitted_segments
-            + connection.dirs[Side::Second].retransmitted_segments,
+        retransmitted_segments: u64::from(connection.dirs[Side::First].retransmitted_segments)
+            + u64::from(connection.dirs[Side::Second].retransmitted_segments),
         client_mss: connection.send_mss(client_side),
         server_mss: connection.send_mss(server_side),
         client_path_rtt: connection.dirs[client_side].path_rtt(),

@@ -414,8 +414,9 @@ impl Connection {
             acked_segments += 1;
             peer.in_flight.pop_front();
             peer.small_in_flight -= u32::from(done.small);
-            if let Some(below) = newest {
-                hole_filled = hole_filled.max(below.resent);
+            if newest.is_some_and(|below| below.retransmitted) {
+                // The latest retransmission is the one that completed the fill.
+                hole_filled = peer.last_resent;
             }
             newest = Some(done);
         }
@@ -549,14 +550,14 @@ impl Connection {
 
         let dir = &mut self.dirs[x];
         if is_retransmission {
-            dir.retransmitted_segments += 1;
+            dir.retransmitted_segments = dir.retransmitted_segments.saturating_add(1);
+            dir.last_resent = t;
             for f in dir
                 .in_flight
                 .iter_mut()
                 .filter(|f| f.end > seq_start && f.end <= seq_end)
             {
                 f.retransmitted = true;
-                f.resent = t;
             }
             return;
         }
@@ -648,7 +649,6 @@ impl Connection {
             small,
             began_message: dir.message_segments == 1,
             retransmitted: false,
-            resent: Nanos::MIN,
         });
         if seq_start > dir.snd_max {
             // What a captured ACK already covered is no hole for a later ACK: that ACK

@@ -27,8 +27,6 @@ pub(super) struct InFlight {
     pub(super) small: bool,
     pub(super) began_message: bool,
     pub(super) retransmitted: bool,
-    /// When it was last sent again ([`Nanos::MIN`]: never).
-    pub(super) resent: Nanos,
 }
 
 /// The state of the data one side sends. The fields are laid out by when they are used,
@@ -115,8 +113,10 @@ pub struct Direction {
     pub(super) urgent_until: u64,
 
     // Rarely used.
-    pub retransmitted_segments: u64,
+    /// Its data segments sent again (counted to 4 billion), and when it last did.
+    pub retransmitted_segments: u32,
     pub timestamps_option: bool,
+    pub(super) last_resent: Nanos,
     /// Since when the window this side advertises has been zero, and the packet.
     pub(super) zero_window_since: (Nanos, u64),
     /// The furthest the peer acknowledged beyond what the capture had seen this side send
@@ -415,7 +415,6 @@ mod tests {
                     small: segment.acked_data_small,
                     began_message: segment.acked_data_began_message,
                     retransmitted: false,
-                    resent: Nanos::MIN,
                 });
                 last.acked(
                     segment.newly_acked,
