@@ -55,6 +55,15 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     let large = ctx
         .peer_large_data_rtt
         .filter(|large| ack.acked_data_len >= 1024 && large - path < SHORTEST_TIMER)
+        .map(|large| {
+            // That ACK came after two full segments crossed the narrow link one after the
+            // other; an ACK of one came after one crossed it.
+            if ack.newly_acked < 2 * u64::from(ctx.sender_full_size) {
+                path + (large - path) / 2
+            } else {
+                large
+            }
+        })
         .unwrap_or(path);
     let reference = ctx
         .prompt_round_trip

@@ -402,10 +402,11 @@ impl Connection {
         let newly_acked = ack - peer.snd_una;
         let small_before = peer.small_in_flight > 0;
         let mut newest: Option<InFlight> = None;
-        // A retransmission that filled a hole below the newest data: the receiver
-        // acknowledges at once when a segment fills a gap (RFC 5681 4.2), so the ACK is
-        // timed from it, and measures no round trip of the newest (Karn).
-        let mut hole_filled = Nanos::MIN;
+        // The retransmission the ACK answers, if any: it is timed from it, and measures
+        // no round trip of the newest data (Karn). One that filled a hole below the
+        // newest data: the receiver acknowledges at once when a segment fills a gap
+        // (RFC 5681 4.2).
+        let mut answered_resend = Nanos::MIN;
         let mut acked_segments = 0u32;
         while let Some(&done) = peer.in_flight.front() {
             if done.end > ack {
@@ -416,10 +417,22 @@ impl Connection {
             peer.small_in_flight -= u32::from(done.small);
             if newest.is_some_and(|below| below.retransmitted) {
                 // The latest retransmission is the one that completed the fill.
-                hole_filled = peer.last_resent;
+                answered_resend = peer.last_resent;
             }
             newest = Some(done);
         }
+        if newest.is_some_and(|done| done.retransmitted) {
+            // The newest data itself was sent again: an ACK a round trip or more after
+            // the retransmission answers it; one sooner left before the retransmission
+            // could reach the receiver, and answers the first copy (Karn's ambiguity,
+            // RFC 6298 3).
+            let least = self.dirs[x].path_rtt().unwrap_or(0);
+            let resent = self.dirs[y].last_resent;
+            if t - resent >= least {
+                answered_resend = answered_resend.max(resent);
+            }
+        }
+        let peer = &mut self.dirs[y];
         let snd_una_before = peer.snd_una;
         peer.snd_una = ack;
         let small_after = peer.small_in_flight > 0;
@@ -437,7 +450,7 @@ impl Connection {
         last.acked(
             newly_acked,
             newest.as_ref(),
-            hole_filled,
+            answered_resend,
             small_before,
             small_after,
         );
@@ -446,7 +459,8 @@ impl Connection {
             covers_hole || echoes_uncaptured,
         );
         // Karn's rule: no round-trip sample from retransmitted data.
-        let Some(newest) = newest.filter(|done| !done.retransmitted && hole_filled == Nanos::MIN)
+        let Some(newest) =
+            newest.filter(|done| !done.retransmitted && answered_resend == Nanos::MIN)
         else {
             return;
         };

@@ -258,14 +258,14 @@ impl LastSegment {
     }
 
     /// It acknowledged `newly_acked` new bytes, `newest` the newest segment among them,
-    /// after a retransmission below it filled a hole at `hole_filled` ([`Nanos::MIN`]:
+    /// answering a retransmission sent at `answered_resend` ([`Nanos::MIN`]:
     /// none); `small_before` and `small_after`: a sub-MSS segment was unacknowledged
     /// before and after it.
     pub(super) fn acked(
         &mut self,
         newly_acked: u64,
         newest: Option<&InFlight>,
-        hole_filled: Nanos,
+        answered_resend: Nanos,
         small_before: bool,
         small_after: bool,
     ) {
@@ -274,7 +274,7 @@ impl LastSegment {
         self.set(Self::OUTSTANDING_SMALL, small_before);
         self.set(Self::SMALL_AFTER, small_after);
         if let Some(newest) = newest {
-            self.acked_data_time = newest.time.max(hole_filled);
+            self.acked_data_time = newest.time.max(answered_resend);
             self.acked_data_len = newest.len;
             self.set(Self::ACKED_DATA_SMALL, newest.small);
             self.set(Self::ACKED_DATA_BEGAN_MESSAGE, newest.began_message);
