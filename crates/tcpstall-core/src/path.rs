@@ -35,10 +35,14 @@ pub struct PathSide {
     /// round trip), robust to the odd ACK an application's read sent late, which the
     /// measured spread is not.
     pub spread: Nanos,
+    /// How far the round trips of replies (data acknowledging data: the path and the
+    /// application's time) came above the least of them, where no timer can have held
+    /// them: the path varied as much, unless the application's time did.
+    pub reply_spread: Nanos,
 }
 
-/// Per side: the round-trip samples, kept as the least and the largest untimed one.
-/// Updated on every ACK, so kept small.
+/// Per side: the round-trip samples, kept as the least and the largest untimed one, of
+/// the path-alone samples and of the replies. Updated on every ACK, so kept small.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RoundTrips {
     least: Option<Nanos>,
@@ -49,6 +53,10 @@ pub struct RoundTrips {
     /// RFC 6298 2.2-2.3 over the same samples: the smoothed round trip and its variation.
     smoothed: Nanos,
     variation: Nanos,
+    /// The least reply sample, and the largest less than [`SPREAD_CEILING`] above the
+    /// least at the time it came (0: none).
+    least_reply: Nanos,
+    largest_reply: Nanos,
 }
 
 impl RoundTrips {
@@ -59,6 +67,14 @@ impl RoundTrips {
             return;
         }
         self.least = Some(self.least.map_or(sample, |r| r.min(sample)));
+        if !bare {
+            if self.least_reply == 0 || sample < self.least_reply {
+                self.least_reply = sample.max(1);
+            }
+            if sample - self.least_reply < SPREAD_CEILING {
+                self.largest_reply = self.largest_reply.max(sample);
+            }
+        }
         if bare {
             let floor = self.floor.map_or(sample, |r| r.min(sample));
             self.floor = Some(floor);
@@ -96,6 +112,7 @@ impl RoundTrips {
             floor: self.floor,
             measured_spread,
             spread: self.variation,
+            reply_spread: (self.largest_reply - self.least_reply).clamp(0, SPREAD_CEILING),
         }
     }
 }
@@ -161,6 +178,21 @@ mod tests {
         one.record(80 * MS, true);
         assert_eq!(one.side().spread, 40 * MS);
         assert_eq!(one.side().measured_spread, 0);
+    }
+
+    #[test]
+    fn the_replies_spread_is_what_they_came_above_the_least_reply() {
+        let mut trips = RoundTrips::default();
+        // A 150 ms path's handshake, then replies after 60 ms of the application's time
+        // over a queue that adds 0 to 9 ms; one reply the application took 50 ms longer.
+        trips.record(166 * MS, true);
+        for sample in [221, 212, 219, 215, 212 + 50] {
+            trips.record(sample * MS, false);
+        }
+        let side = trips.side();
+        assert_eq!(side.reply_spread, 9 * MS);
+        assert_eq!(side.measured_spread, 0);
+        assert_eq!(RoundTrips::default().side().reply_spread, 0);
     }
 
     #[test]

@@ -122,8 +122,10 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
 
 /// Whether data seen `reaction` after an ACK left before that ACK could reach its sender.
 /// Both times are stamped by the capture's clock; a reaction under the least round trip
-/// by its measured spread, or by what a host's answer to an ACK and to data may differ,
-/// is that, not a release before the ACK.
+/// by its measured spread (the path-alone samples', or the replies' where those spread
+/// further: a handshake, often the one path-alone sample, may have met a queue the later
+/// path did not), or by what a host's answer to an ACK and to data may differ, is that,
+/// not a release before the ACK.
 fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
     let path = &ctx.path[ctx.sender];
     let timing = 2 * ctx.clock_step;
@@ -132,7 +134,10 @@ fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
     // sooner than the path-alone samples shows they met a queue, and lowers the floor.
     path.floor
         .map(|floor| floor.min(path.least))
-        .is_some_and(|floor| reaction + timing.max(path.measured_spread) + HOST_TURNAROUND < floor)
+        .is_some_and(|floor| {
+            let spread = timing.max(path.measured_spread).max(path.reply_spread);
+            reaction + spread + HOST_TURNAROUND < floor
+        })
 }
 
 /// The latest a reaction counts as on time: the least round trip from the capture point
