@@ -536,6 +536,35 @@ impl Connection {
         }
     }
 
+    /// Whether side `x`'s small segment in flight was still unacknowledged when its data
+    /// `segment` left, as far as the capture can tell.
+    fn small_unacked(&self, segment: &Segment, x: Side) -> bool {
+        let y = x.other();
+        // A TSecr newer than any TSval of the peer the capture saw: the capture missed a
+        // segment of the peer, perhaps the ACK that cleared the small segment in flight.
+        // So does an ACK of peer data the capture never saw.
+        let echoes_unseen = match (segment.options.timestamps, self.dirs[y].timestamps.newest()) {
+            (Some((_, ecr)), Some(seen)) => SeqNumber(ecr).is_after(SeqNumber(seen)),
+            _ => false,
+        };
+        let peer = &self.dirs[y];
+        let acks_unseen =
+            segment.flags.ack() && peer.started && peer.position(segment.ack) > peer.snd_max;
+        if echoes_unseen || acks_unseen {
+            return false;
+        }
+        // Without timestamps a pure ACK the capture missed leaves no trace: a small segment
+        // behind one in flight proves Nagle off only when sent sooner than any ACK for that
+        // one could have come back (the least round trip through the capture point).
+        let round_trip = self.path_rtt(x) + self.path_rtt(y);
+        segment.options.timestamps.is_some()
+            || self.dirs[x]
+                .in_flight
+                .iter()
+                .find(|f| f.small)
+                .is_some_and(|f| segment.time - f.time < round_trip)
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn observe_data(
         &mut self,
@@ -599,31 +628,8 @@ impl Connection {
             pushed_past_nagle: segment.flags.fin() || urgent_mode,
             same_message: !dir.peer_spoke_since_data,
         };
-        // A TSecr newer than any TSval of the peer the capture saw: the capture missed a
-        // segment of the peer, perhaps the ACK that cleared the small segment in flight.
-        // So does an ACK of peer data the capture never saw.
-        let echoes_unseen = match (segment.options.timestamps, self.dirs[y].timestamps.newest()) {
-            (Some((_, ecr)), Some(seen)) => SeqNumber(ecr).is_after(SeqNumber(seen)),
-            _ => false,
-        };
-        let peer = &self.dirs[y];
-        let acks_unseen =
-            segment.flags.ack() && peer.started && peer.position(segment.ack) > peer.snd_max;
-        let missed_peer_segment = echoes_unseen || acks_unseen;
-        // Without timestamps a pure ACK the capture missed leaves no trace: a small segment
-        // behind one in flight proves Nagle off only when sent sooner than any ACK for that
-        // one could have come back (the least round trip through the capture point).
-        let round_trip = self.path_rtt(x) + self.path_rtt(y);
+        let small_unacked = self.dirs[x].small_in_flight > 0 && self.small_unacked(segment, x);
         let dir = &mut self.dirs[x];
-        let misses_visible = segment.options.timestamps.is_some();
-        let small_unacked = dir.small_in_flight > 0
-            && !missed_peer_segment
-            && (misses_visible
-                || dir
-                    .in_flight
-                    .iter()
-                    .find(|f| f.small)
-                    .is_some_and(|f| t - f.time < round_trip));
         if dir.sender.observe(sent, mss, small_unacked) {
             // A smaller segment limit: segments in flight of that size are full-sized.
             let full_size = dir.sender.full_size(mss);

@@ -26,11 +26,11 @@ impl Connection {
     ) {
         let y = x.other();
         let t = segment.time;
-        let mss = self.segment_mss(x);
 
         if let Some((gap_start, before_side, before_packet)) = self.last_data
             && t - gap_start >= config.min_gap
         {
+            let mss = self.segment_mss(x);
             let peer = &self.dirs[y];
             let in_gap = |p: &PeerSegment| p.time > gap_start && p.time <= t;
             let mut last_from_peer = peer.last_segment().filter(in_gap);
