@@ -471,14 +471,7 @@ fn replies_that_vary_show_the_handshake_is_no_exact_floor() {
              seed = {seed}\n[workload]\npattern = \"http-keepalive\"\ntransactions = 10\n\
              server_think_ms = {think}\n"
         );
-        let file =
-            tcpstall_sim::scenario::ScenarioFile::from_toml(&text).expect("the scenario is valid");
-        let spec = CellSpec {
-            family: "varying-think",
-            label: format!("seed {seed}"),
-            file,
-        };
-        let cell = run_cell(&spec, &options).expect("the scenario runs");
+        let cell = run_scenario("varying-think", seed, &text, &options);
         stalls += cell.truth_stalls;
         reasons.extend(
             cell.accuracy
@@ -553,14 +546,7 @@ fn runs_with_loss<const N: usize>(
                 "capture = \"{capture}\"\n{stacks}[link]\n{link}\nseed = {seed}\n\
                  [workload]\n{workload}\n"
             );
-            let file = tcpstall_sim::scenario::ScenarioFile::from_toml(&text)
-                .expect("the scenario is valid");
-            let spec = CellSpec {
-                family,
-                label: format!("seed {seed}"),
-                file,
-            };
-            let cell = run_cell(&spec, &options).expect("the scenario runs");
+            let cell = run_scenario(family, seed, &text, &options);
             found.stalls += cell.truth_stalls;
             found.missed += cell.accuracy.false_negatives;
             found.false_stalls += cell.accuracy.false_positives;
@@ -574,4 +560,21 @@ fn runs_with_loss<const N: usize>(
         }
     }
     found
+}
+
+/// Runs the scenario file `text` (seeded `seed`) as a cell of `family`.
+fn run_scenario(
+    family: &'static str,
+    seed: u64,
+    text: &str,
+    options: &AnalyzeOptions,
+) -> MatrixCell {
+    let file =
+        tcpstall_sim::scenario::ScenarioFile::from_toml(text).expect("the scenario is valid");
+    let spec = CellSpec {
+        family,
+        label: format!("seed {seed}"),
+        file,
+    };
+    run_cell(&spec, options).expect("the scenario runs")
 }
