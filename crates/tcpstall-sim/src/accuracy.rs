@@ -332,6 +332,26 @@ fn file(client: &str, server: &str, pattern: &str, rtt: f64, capture: &str) -> S
     file
 }
 
+/// One run of `family` at each capture point: `client` to `server` running `pattern`
+/// over `rtt` ms, set up by `set`.
+fn at_each_capture(
+    cells: &mut Vec<CellSpec>,
+    family: &'static str,
+    label: String,
+    (client, server, pattern, rtt): (&str, &str, &str, f64),
+    set: impl Fn(&mut ScenarioFile),
+) {
+    for capture in CAPTURES {
+        let mut file = file(client, server, pattern, rtt, capture);
+        set(&mut file);
+        cells.push(CellSpec {
+            family,
+            label: label.clone(),
+            file,
+        });
+    }
+}
+
 /// Every run of the matrix. `transactions` sets the request/response family's count.
 pub fn cells(transactions: u32) -> Vec<CellSpec> {
     let mut cells = Vec::new();
@@ -340,15 +360,13 @@ pub fn cells(transactions: u32) -> Vec<CellSpec> {
         for server in &profiles {
             for pattern in CLASSIC_PATTERNS {
                 for rtt in [0.05, 1.0, 20.0, 100.0] {
-                    for capture in CAPTURES {
-                        let mut f = file(client, server, pattern, rtt, capture);
-                        f.workload.transactions = transactions;
-                        cells.push(CellSpec {
-                            family: "request-response",
-                            label: String::new(),
-                            file: f,
-                        });
-                    }
+                    at_each_capture(
+                        &mut cells,
+                        "request-response",
+                        String::new(),
+                        (client, server, pattern, rtt),
+                        |f| f.workload.transactions = transactions,
+                    );
                 }
             }
         }
@@ -380,25 +398,21 @@ fn slow_readers(cells: &mut Vec<CellSpec>) {
             for (rcvbuf, read_bytes, interval) in readers {
                 for pattern in ["stream", "proxy-split"] {
                     for rtt in [1.0, 20.0] {
-                        for capture in CAPTURES {
-                            let mut f = file(sender, receiver, pattern, rtt, capture);
-                            f.server.reader.rcvbuf = Some(rcvbuf);
-                            f.server.reader.read_bytes = Some(read_bytes);
-                            f.server.reader.read_interval_ms = interval;
-                            if pattern == "stream" {
-                                f.workload.request = vec![8192];
+                        at_each_capture(
+                            cells,
+                            "slow-reader",
+                            format!("rcvbuf {rcvbuf}, {read_bytes} B every {interval} ms"),
+                            (sender, receiver, pattern, rtt),
+                            |f| {
+                                f.server.reader.rcvbuf = Some(rcvbuf);
+                                f.server.reader.read_bytes = Some(read_bytes);
+                                f.server.reader.read_interval_ms = interval;
+                                if pattern == "stream" {
+                                    f.workload.request = vec![8192];
+                                }
                                 f.workload.transactions = 6;
-                            } else {
-                                f.workload.transactions = 6;
-                            }
-                            cells.push(CellSpec {
-                                family: "slow-reader",
-                                label: format!(
-                                    "rcvbuf {rcvbuf}, {read_bytes} B every {interval} ms"
-                                ),
-                                file: f,
-                            });
-                        }
+                            },
+                        );
                     }
                 }
             }
@@ -424,18 +438,18 @@ fn periodic_senders(cells: &mut Vec<CellSpec>) {
     for (receiver, read_delay, period) in receivers {
         for sender in ["linux", "windows"] {
             for rtt in [0.05, 1.0, 5.0, 20.0] {
-                for capture in CAPTURES {
-                    let mut f = file(sender, receiver, "periodic", rtt, capture);
-                    f.client.options.nodelay = true;
-                    f.server.reader.read_delay_ms = read_delay;
-                    f.workload.period_ms = period;
-                    f.workload.transactions = 30;
-                    cells.push(CellSpec {
-                        family: "periodic-nodelay",
-                        label: format!("period {period} ms, server reads {read_delay} ms late"),
-                        file: f,
-                    });
-                }
+                at_each_capture(
+                    cells,
+                    "periodic-nodelay",
+                    format!("period {period} ms, server reads {read_delay} ms late"),
+                    (sender, receiver, "periodic", rtt),
+                    |f| {
+                        f.client.options.nodelay = true;
+                        f.server.reader.read_delay_ms = read_delay;
+                        f.workload.period_ms = period;
+                        f.workload.transactions = 30;
+                    },
+                );
             }
         }
     }
@@ -452,17 +466,17 @@ fn bottlenecks(cells: &mut Vec<CellSpec>) {
             for queue in [30, 200] {
                 for (client, server) in pairs {
                     for rtt in [1.0, 20.0] {
-                        for capture in CAPTURES {
-                            let mut f = file(client, server, pattern, rtt, capture);
-                            f.link.bottleneck_bps = Some(bps);
-                            f.link.bottleneck_queue_packets = queue;
-                            f.workload.transactions = if pattern == "stream" { 4 } else { 6 };
-                            cells.push(CellSpec {
-                                family: "bottleneck",
-                                label: format!("{} Mbit/s, {queue} packets", bps / 1e6),
-                                file: f,
-                            });
-                        }
+                        at_each_capture(
+                            cells,
+                            "bottleneck",
+                            format!("{} Mbit/s, {queue} packets", bps / 1e6),
+                            (client, server, pattern, rtt),
+                            |f| {
+                                f.link.bottleneck_bps = Some(bps);
+                                f.link.bottleneck_queue_packets = queue;
+                                f.workload.transactions = if pattern == "stream" { 4 } else { 6 };
+                            },
+                        );
                     }
                 }
             }
@@ -498,16 +512,16 @@ fn missing_captures(cells: &mut Vec<CellSpec>) {
         for pattern in CLASSIC_PATTERNS {
             for (client, server) in [("linux", "linux"), ("windows", "aix")] {
                 for rtt in [1.0, 20.0] {
-                    for capture in CAPTURES {
-                        let mut f = file(client, server, pattern, rtt, capture);
-                        f.capture_miss = miss;
-                        f.workload.transactions = 8;
-                        cells.push(CellSpec {
-                            family: "capture-miss",
-                            label: format!("{:.0}% missed", miss * 100.0),
-                            file: f,
-                        });
-                    }
+                    at_each_capture(
+                        cells,
+                        "capture-miss",
+                        format!("{:.0}% missed", miss * 100.0),
+                        (client, server, pattern, rtt),
+                        |f| {
+                            f.capture_miss = miss;
+                            f.workload.transactions = 8;
+                        },
+                    );
                 }
             }
         }
@@ -527,20 +541,20 @@ fn multi_response_reads(cells: &mut Vec<CellSpec>) {
                 ("windows", "linux"),
             ] {
                 for rtt in [0.05, 1.0, 20.0] {
-                    for capture in CAPTURES {
-                        let mut f = file(client, server, pattern, rtt, capture);
-                        f.workload.depth = 2;
-                        if let Some(request) = &request {
-                            f.workload.request = request.clone();
-                        }
-                        f.client.reader.read_delay_ms = read_delay;
-                        f.workload.transactions = 12;
-                        cells.push(CellSpec {
-                            family: "multi-response-read",
-                            label: format!("client reads {read_delay} ms late"),
-                            file: f,
-                        });
-                    }
+                    at_each_capture(
+                        cells,
+                        "multi-response-read",
+                        format!("client reads {read_delay} ms late"),
+                        (client, server, pattern, rtt),
+                        |f| {
+                            f.workload.depth = 2;
+                            if let Some(request) = &request {
+                                f.workload.request = request.clone();
+                            }
+                            f.client.reader.read_delay_ms = read_delay;
+                            f.workload.transactions = 12;
+                        },
+                    );
                 }
             }
         }
@@ -564,16 +578,16 @@ fn varying_delays(cells: &mut Vec<CellSpec>) {
     for (rtt, variation) in paths {
         for (client, server) in [("linux", "linux"), ("windows", "linux"), ("linux", "macos")] {
             for pattern in HOLDING_PATTERNS {
-                for capture in CAPTURES {
-                    let mut f = file(client, server, pattern, rtt, capture);
-                    f.link.delay_variation = variation;
-                    f.workload.transactions = 6;
-                    cells.push(CellSpec {
-                        family: "varying-delay",
-                        label: format!("delay varying by up to {:.0}%", variation * 100.0),
-                        file: f,
-                    });
-                }
+                at_each_capture(
+                    cells,
+                    "varying-delay",
+                    format!("delay varying by up to {:.0}%", variation * 100.0),
+                    (client, server, pattern, rtt),
+                    |f| {
+                        f.link.delay_variation = variation;
+                        f.workload.transactions = 6;
+                    },
+                );
             }
         }
     }
@@ -584,6 +598,24 @@ fn holder_is_server(pattern: &str) -> bool {
     pattern == "http-keepalive"
 }
 
+/// A `holder` stack on the holding side of `pattern`, Linux on the other.
+fn holding<'a>(holder: &'a str, pattern: &'a str, rtt: f64) -> (&'a str, &'a str, &'a str, f64) {
+    if holder_is_server(pattern) {
+        ("linux", holder, pattern, rtt)
+    } else {
+        (holder, "linux", pattern, rtt)
+    }
+}
+
+/// The options of the side holding data in the file's pattern.
+fn holder_of(f: &mut ScenarioFile) -> &mut crate::scenario::SideConfig {
+    if holder_is_server(&f.workload.pattern) {
+        &mut f.server
+    } else {
+        &mut f.client
+    }
+}
+
 fn strict_1323_holders(cells: &mut Vec<CellSpec>) {
     // RFC 1323 4.3 (4.4BSD-Lite2 tcp_input.c, embedded BSD-derived stacks): TS.Recent
     // only from a segment covering Last.ACK.sent, so the released data echoes the
@@ -591,26 +623,16 @@ fn strict_1323_holders(cells: &mut Vec<CellSpec>) {
     for holder in ["linux", "freebsd", "macos"] {
         for pattern in ["two-writes", "sftp", "proxy-split", "http-keepalive"] {
             for rtt in [1.0, 20.0, 100.0] {
-                for capture in CAPTURES {
-                    let (client, server) = if holder_is_server(pattern) {
-                        ("linux", holder)
-                    } else {
-                        (holder, "linux")
-                    };
-                    let mut f = file(client, server, pattern, rtt, capture);
-                    let side = if holder_is_server(pattern) {
-                        &mut f.server
-                    } else {
-                        &mut f.client
-                    };
-                    side.ts_recent = Some("rfc1323".into());
-                    f.workload.transactions = 8;
-                    cells.push(CellSpec {
-                        family: "strict-1323",
-                        label: format!("{holder} holder on RFC 1323's TS.Recent rule"),
-                        file: f,
-                    });
-                }
+                at_each_capture(
+                    cells,
+                    "strict-1323",
+                    format!("{holder} holder on RFC 1323's TS.Recent rule"),
+                    holding(holder, pattern, rtt),
+                    |f| {
+                        holder_of(f).ts_recent = Some("rfc1323".into());
+                        f.workload.transactions = 8;
+                    },
+                );
             }
         }
     }
@@ -623,26 +645,16 @@ fn slow_ts_clocks(cells: &mut Vec<CellSpec>) {
         for holder in ["linux", "freebsd", "macos-legacy"] {
             for pattern in ["two-writes", "sftp", "http-keepalive"] {
                 for rtt in [1.0, 20.0] {
-                    for capture in CAPTURES {
-                        let (client, server) = if holder_is_server(pattern) {
-                            ("linux", holder)
-                        } else {
-                            (holder, "linux")
-                        };
-                        let mut f = file(client, server, pattern, rtt, capture);
-                        let side = if holder_is_server(pattern) {
-                            &mut f.server
-                        } else {
-                            &mut f.client
-                        };
-                        side.ts_hz = Some(hz);
-                        f.workload.transactions = 8;
-                        cells.push(CellSpec {
-                            family: "slow-ts-clock",
-                            label: format!("holder's TSval clock at {hz} Hz"),
-                            file: f,
-                        });
-                    }
+                    at_each_capture(
+                        cells,
+                        "slow-ts-clock",
+                        format!("holder's TSval clock at {hz} Hz"),
+                        holding(holder, pattern, rtt),
+                        |f| {
+                            holder_of(f).ts_hz = Some(hz);
+                            f.workload.transactions = 8;
+                        },
+                    );
                 }
             }
         }
@@ -662,16 +674,16 @@ fn windows_wan(cells: &mut Vec<CellSpec>) {
         for pattern in ["two-writes", "sftp", "proxy-split", "http-keepalive"] {
             for rtt in [80.0, 150.0] {
                 for variation in [0.1, 0.3] {
-                    for capture in CAPTURES {
-                        let mut f = file(client, server, pattern, rtt, capture);
-                        f.link.delay_variation = variation;
-                        f.workload.transactions = 6;
-                        cells.push(CellSpec {
-                            family: "windows-wan",
-                            label: format!("delay varying by up to {:.0}%", variation * 100.0),
-                            file: f,
-                        });
-                    }
+                    at_each_capture(
+                        cells,
+                        "windows-wan",
+                        format!("delay varying by up to {:.0}%", variation * 100.0),
+                        (client, server, pattern, rtt),
+                        |f| {
+                            f.link.delay_variation = variation;
+                            f.workload.transactions = 6;
+                        },
+                    );
                 }
             }
         }
@@ -692,16 +704,16 @@ fn two_way(cells: &mut Vec<CellSpec>) {
     for (client, server) in pairs {
         for rtt in [1.0, 20.0, 80.0] {
             for think in [0.0, 5.0] {
-                for capture in CAPTURES {
-                    let mut f = file(client, server, "two-way", rtt, capture);
-                    f.workload.server_think_ms = think;
-                    f.workload.transactions = 10;
-                    cells.push(CellSpec {
-                        family: "two-way",
-                        label: format!("server thinks {think} ms"),
-                        file: f,
-                    });
-                }
+                at_each_capture(
+                    cells,
+                    "two-way",
+                    format!("server thinks {think} ms"),
+                    (client, server, "two-way", rtt),
+                    |f| {
+                        f.workload.server_think_ms = think;
+                        f.workload.transactions = 10;
+                    },
+                );
             }
         }
     }
@@ -715,18 +727,18 @@ fn send_buffers(cells: &mut Vec<CellSpec>) {
             for sndbuf in [4096, 16384] {
                 for bps in [1e6, 5e6] {
                     for rtt in [1.0, 20.0] {
-                        for capture in CAPTURES {
-                            let mut f = file(sender, receiver, "bulk", rtt, capture);
-                            f.client.sndbuf = Some(sndbuf);
-                            f.link.bottleneck_bps = Some(bps);
-                            f.link.bottleneck_queue_packets = 30;
-                            f.workload.transactions = 3;
-                            cells.push(CellSpec {
-                                family: "send-buffer",
-                                label: format!("SO_SNDBUF {sndbuf}, {} Mbit/s", bps / 1e6),
-                                file: f,
-                            });
-                        }
+                        at_each_capture(
+                            cells,
+                            "send-buffer",
+                            format!("SO_SNDBUF {sndbuf}, {} Mbit/s", bps / 1e6),
+                            (sender, receiver, "bulk", rtt),
+                            |f| {
+                                f.client.sndbuf = Some(sndbuf);
+                                f.link.bottleneck_bps = Some(bps);
+                                f.link.bottleneck_queue_packets = 30;
+                                f.workload.transactions = 3;
+                            },
+                        );
                     }
                 }
             }
@@ -742,24 +754,24 @@ fn corks(cells: &mut Vec<CellSpec>) {
             for pattern in ["two-writes", "http-keepalive", "proxy-split", "sftp"] {
                 for gap in [0.0, 50.0, 250.0] {
                     for rtt in [1.0, 20.0] {
-                        for capture in CAPTURES {
-                            let mut f = file("linux", server, pattern, rtt, capture);
-                            for (side, linux) in
-                                [(&mut f.client, true), (&mut f.server, server == "linux")]
-                            {
-                                if linux {
-                                    side.options.cork = option == "cork";
-                                    side.options.msg_more = option == "msg_more";
+                        at_each_capture(
+                            cells,
+                            "cork",
+                            format!("{option}, writes {gap} ms apart"),
+                            ("linux", server, pattern, rtt),
+                            |f| {
+                                for (side, linux) in
+                                    [(&mut f.client, true), (&mut f.server, server == "linux")]
+                                {
+                                    if linux {
+                                        side.options.cork = option == "cork";
+                                        side.options.msg_more = option == "msg_more";
+                                    }
                                 }
-                            }
-                            f.workload.write_gap_ms = gap;
-                            f.workload.transactions = 6;
-                            cells.push(CellSpec {
-                                family: "cork",
-                                label: format!("{option}, writes {gap} ms apart"),
-                                file: f,
-                            });
-                        }
+                                f.workload.write_gap_ms = gap;
+                                f.workload.transactions = 6;
+                            },
+                        );
                     }
                 }
             }
@@ -774,21 +786,21 @@ fn prompt_acks_on_long_paths(cells: &mut Vec<CellSpec>) {
         for server in ["linux", "windows"] {
             for pattern in ["two-writes", "sftp", "proxy-split", "http-keepalive"] {
                 for variation in [0.1, 0.3] {
-                    for capture in CAPTURES {
-                        let mut f = file(client, server, pattern, 400.0, capture);
-                        f.client.options.quickack = true;
-                        f.server.options.quickack = true;
-                        f.link.delay_variation = variation;
-                        f.workload.transactions = 6;
-                        cells.push(CellSpec {
-                            family: "prompt-ack-400ms",
-                            label: format!(
-                                "ACKs at once, delay varying by up to {:.0}%",
-                                variation * 100.0
-                            ),
-                            file: f,
-                        });
-                    }
+                    at_each_capture(
+                        cells,
+                        "prompt-ack-400ms",
+                        format!(
+                            "ACKs at once, delay varying by up to {:.0}%",
+                            variation * 100.0
+                        ),
+                        (client, server, pattern, 400.0),
+                        |f| {
+                            f.client.options.quickack = true;
+                            f.server.options.quickack = true;
+                            f.link.delay_variation = variation;
+                            f.workload.transactions = 6;
+                        },
+                    );
                 }
             }
         }
@@ -810,21 +822,21 @@ fn steady_pollers(cells: &mut Vec<CellSpec>) {
     for (client, server) in pairs {
         for pattern in ["two-writes", "proxy-split", "sftp", "http-keepalive"] {
             for (rtt, think) in [(20.0, 15.0), (50.0, 50.0), (150.0, 50.0)] {
-                for capture in CAPTURES {
-                    let mut f = file(client, server, pattern, rtt, capture);
-                    f.link.jitter_ms = 0.1;
-                    if holder_is_server(pattern) {
-                        f.workload.server_think_ms = think;
-                    } else {
-                        f.workload.client_think_ms = think;
-                    }
-                    f.workload.transactions = 10;
-                    cells.push(CellSpec {
-                        family: "steady-poller",
-                        label: format!("{think} ms think time, steady path"),
-                        file: f,
-                    });
-                }
+                at_each_capture(
+                    cells,
+                    "steady-poller",
+                    format!("{think} ms think time, steady path"),
+                    (client, server, pattern, rtt),
+                    |f| {
+                        f.link.jitter_ms = 0.1;
+                        if holder_is_server(pattern) {
+                            f.workload.server_think_ms = think;
+                        } else {
+                            f.workload.client_think_ms = think;
+                        }
+                        f.workload.transactions = 10;
+                    },
+                );
             }
         }
     }

@@ -316,6 +316,23 @@ mod tests {
         assert!(ack.queued > 11_000_000, "{:?}", ack);
     }
 
+    /// Packet `i` (`transit`) neither reached its endpoint nor passed the capture point
+    /// before the one sent ahead of it (`last`: when that one did each), nor was captured
+    /// after it arrived.
+    fn assert_in_order(i: Nanos, transit: &Transit, last: &mut (Nanos, Nanos)) {
+        let (arrival, captured) = (transit.arrival.unwrap(), transit.captured_at.unwrap());
+        assert!(arrival >= last.0, "packet {i} overtook the one before it");
+        assert!(
+            captured >= last.1,
+            "packet {i} passed the capture point early"
+        );
+        assert!(
+            captured <= arrival,
+            "packet {i} was captured after it arrived"
+        );
+        *last = (arrival, captured);
+    }
+
     #[test]
     fn jitter_keeps_the_order_at_every_capture_point() {
         // Segments 12 us apart on a gigabit link, with up to 100 us of jitter each: at the
@@ -328,19 +345,10 @@ mod tests {
         for capture in [0.5, 1.0] {
             let mut link = Link::new(&config, capture);
             let mut rng = Rng::new(1);
-            let (mut last_arrival, mut last_captured) = (0, 0);
+            let mut last = (0, 0);
             for i in 0..1000 {
                 let transit = link.carry(Side::First, i * 12_000, 1514, false, &mut rng);
-                let (arrival, captured) = (transit.arrival.unwrap(), transit.captured_at.unwrap());
-                assert!(
-                    arrival >= last_arrival,
-                    "packet {i} overtook the one before it"
-                );
-                assert!(
-                    captured >= last_captured,
-                    "packet {i} passed the capture point at {capture} early"
-                );
-                (last_arrival, last_captured) = (arrival, captured);
+                assert_in_order(i, &transit, &mut last);
             }
         }
     }
@@ -356,25 +364,13 @@ mod tests {
         let mut rng = Rng::new(1);
         let (floor, top) = (40_000_000, 52_000_000);
         let mut delays = Vec::new();
-        let (mut last_arrival, mut last_captured) = (0, 0);
+        let mut last = (0, 0);
         for i in 0..2000 {
             // Pairs sent back to back, then a millisecond apart.
             let now = (i / 2) * 1_000_000;
             let transit = link.carry(Side::First, now, 100, false, &mut rng);
-            let arrival = transit.arrival.unwrap();
-            let captured = transit.captured_at.unwrap();
-            assert!(
-                arrival >= last_arrival,
-                "packet {i} overtook the one before it"
-            );
-            assert!(
-                captured >= last_captured,
-                "packet {i} passed the capture point early"
-            );
-            assert!(captured <= arrival);
-            last_arrival = arrival;
-            last_captured = captured;
-            let delay = arrival - transit.departed_host;
+            assert_in_order(i, &transit, &mut last);
+            let delay = transit.arrival.unwrap() - transit.departed_host;
             assert!((floor..=top + 1_000_000).contains(&delay), "{delay}");
             delays.push(delay);
         }
