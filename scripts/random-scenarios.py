@@ -72,6 +72,9 @@ def main():
     parser.add_argument("--bin", default="target/release/tcpstall",
                         help="the tcpstall to run (default target/release/tcpstall)")
     parser.add_argument("--keep", help="keep the scenarios with a mistake in this directory")
+    parser.add_argument("--capture-clock-us", type=float, default=0,
+                        help="the capture clock's step in microseconds, for every scenario "
+                             "(default 0: exact)")
     args = parser.parse_args()
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"random-scenarios: {args.bin} is not an executable (cargo build --release)")
@@ -83,6 +86,9 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         for i in range(args.runs):
             toml, description = draw(rng)
+            if args.capture_clock_us:
+                toml = f"capture_clock_us = {args.capture_clock_us}\n" + toml
+                description += f", clock step {args.capture_clock_us:g} us"
             path = os.path.join(scratch, f"s{args.seed}-{i}.toml")
             with open(path, "w") as f:
                 f.write(toml)

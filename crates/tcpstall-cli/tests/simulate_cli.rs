@@ -220,6 +220,8 @@ fn bad_load_split_and_script_values_are_one_line_errors() {
         "[workload]\nclient_script = [[1000, 5]]\n",
         "[server]\nstack = \"linux\"\ndelack_ticks = 2\n",
         "[server]\nstack = \"aix\"\ndelack_ticks = 3\n",
+        "capture_clock_us = -1\n",
+        "capture_clock_us = 2e6\n",
         "[workload]\nconnections = 2\n",
     ];
     for (i, text) in bad.iter().enumerate() {

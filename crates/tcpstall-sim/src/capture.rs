@@ -50,19 +50,26 @@ fn capture_host(point: CapturePoint) -> Option<Side> {
 }
 
 /// Turns what passed the capture point into its records: offload merging at a host
-/// capture, then the misses.
+/// capture, the clock's step (`clock_step`, 0: exact; a record keeps its place among
+/// those stamped alike), then the misses.
 pub fn finish(
     mut passed: Vec<Captured>,
     point: CapturePoint,
     offload: bool,
     miss: f64,
+    clock_step: Nanos,
     seed: u64,
 ) -> CaptureRecords {
     passed.sort_by_key(|c| c.time);
-    let made = match capture_host(point) {
+    let mut made = match capture_host(point) {
         Some(host) if offload => merge_offloaded(passed, host),
         _ => passed,
     };
+    if clock_step > 0 {
+        for record in &mut made {
+            record.time -= record.time.rem_euclid(clock_step);
+        }
+    }
     let mut rng = Rng::new(seed ^ 0x00c0_ffee);
     let kept: Vec<Captured> = made
         .iter()
@@ -242,7 +249,7 @@ mod tests {
             data(Side::Second, 1_010, 1449, 100, 3, true),
             data(Side::Second, 1_020, 1549, 100, 3, true),
         ];
-        let records = finish(passed, CapturePoint::Client, true, 0.0, 1);
+        let records = finish(passed, CapturePoint::Client, true, 0.0, 0, 1);
         let lens: Vec<u32> = records.made.iter().map(|c| c.segment.len).collect();
         assert_eq!(lens, [2896, 1448, 1548, 100]);
         assert_eq!(records.made[0].merged, 2);
@@ -253,10 +260,35 @@ mod tests {
         let passed: Vec<Captured> = (0..1000)
             .map(|i| data(Side::First, i * 10, 1 + i as u64 * 100, 100, 1, false))
             .collect();
-        let records = finish(passed, CapturePoint::Tap(0.5), true, 0.1, 3);
+        let records = finish(passed, CapturePoint::Tap(0.5), true, 0.1, 0, 3);
         assert_eq!(records.made.len(), 1000);
         let kept = records.kept.len();
         assert!((850..950).contains(&kept), "{kept}");
         assert_eq!(records.kept_ids.len(), kept);
+    }
+
+    #[test]
+    fn a_coarse_clock_stamps_each_record_down_to_its_step_in_the_same_order() {
+        let passed = vec![
+            data(Side::First, 1_999_999, 1, 100, 1, true),
+            data(Side::Second, 1_000_000, 1, 100, 2, true),
+            data(Side::First, 1_000_001, 101, 100, 3, true),
+            data(Side::Second, 3_000_000, 101, 100, 4, true),
+        ];
+        let records = finish(passed, CapturePoint::Tap(0.5), false, 0.0, 1_000_000, 1);
+        let stamped: Vec<(Nanos, u64)> = records
+            .kept
+            .iter()
+            .map(|c| (c.time, c.segment.burst))
+            .collect();
+        assert_eq!(
+            stamped,
+            [
+                (1_000_000, 2),
+                (1_000_000, 3),
+                (1_000_000, 1),
+                (3_000_000, 4)
+            ]
+        );
     }
 }

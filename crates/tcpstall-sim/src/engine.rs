@@ -361,6 +361,7 @@ impl<'a> Simulation<'a> {
             self.scenario.capture,
             self.scenario.capture_offload,
             self.scenario.capture_miss,
+            self.scenario.capture_clock,
             self.scenario.link.seed,
         );
         let mut seen_at = std::collections::HashMap::new();

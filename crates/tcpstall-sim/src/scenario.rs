@@ -300,6 +300,9 @@ pub struct ScenarioFile {
     pub capture_offload: bool,
     /// Share of the packets the capture point misses (they still cross the link).
     pub capture_miss: f64,
+    /// The step of the capture's clock, in microseconds (0: exact): every record's time
+    /// is cut down to a multiple of it, as a coarse clock stamps packets.
+    pub capture_clock_us: f64,
 }
 
 /// The named application patterns, with their defaults.
@@ -380,6 +383,7 @@ pub struct Scenario {
     pub capture: CapturePoint,
     pub capture_offload: bool,
     pub capture_miss: f64,
+    pub capture_clock: Nanos,
 }
 
 /// One resolved side: its profile with overrides applied, and its options.
@@ -571,6 +575,12 @@ impl ScenarioFile {
                 self.capture_miss
             )));
         }
+        if !(0.0..=1e6).contains(&self.capture_clock_us) {
+            return Err(ScenarioError::Invalid(format!(
+                "capture_clock_us must be in [0, 1000000], got {}",
+                self.capture_clock_us
+            )));
+        }
         if let Some(bps) = link.bottleneck_bps
             && !(bps > 0.0 && bps.is_finite())
         {
@@ -653,6 +663,7 @@ impl ScenarioFile {
             capture,
             capture_offload: self.capture_offload,
             capture_miss: self.capture_miss,
+            capture_clock: (self.capture_clock_us * 1e3).round() as Nanos,
         })
     }
 }
