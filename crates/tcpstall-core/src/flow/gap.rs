@@ -35,10 +35,8 @@ impl Connection {
             // Captured after the data before the gap: later, or at the same time (a clock
             // too coarse to part them, or a host that answered within its step) and later
             // in the capture.
-            let after_gap_start = |p: &PeerSegment| {
-                p.time > gap_start || (p.time == gap_start && p.packet > before_packet)
-            };
-            let in_gap = |p: &PeerSegment| after_gap_start(p) && p.time <= t;
+            let in_gap =
+                |p: &PeerSegment| (p.time, p.packet) > (gap_start, before_packet) && p.time <= t;
             let mut last_from_peer = peer.last_segment().filter(in_gap);
             // The release's own ACK field says whether it was built before the peer's
             // latest data reached its sender: if it does not cover that data, the data
