@@ -19,6 +19,31 @@ pub fn may_be_timer(delay: Nanos) -> bool {
     (SHORTEST_TIMER..=LONGEST_DEFAULT_TIMER).contains(&delay)
 }
 
+/// Whether a side acknowledges at once, read from its ACKs that released the other
+/// side's data over one connection: `readings` are each ACK's round trip and that of the
+/// side's first pure ACK a moment later. A timer holds every lone segment's ACK alike in
+/// one state of a connection, so a side it holds reads late against the path a moment
+/// later more often than not; a side that ACKs at once (TCP_QUICKACK, Windows'
+/// TcpAckFrequency of 1) reads early as often as late, by as much as the path moves.
+/// Returns how far above `least` the round trips of its prompt ACKs reached: a later ACK
+/// within that range is the path's own movement, not a timer.
+pub fn acks_at_once(
+    readings: impl Iterator<Item = (Nanos, Nanos)>,
+    least: Nanos,
+    config: &DetectConfig,
+) -> Option<Nanos> {
+    let (mut prompt, mut late, mut reach) = (0u32, 0u32, 0);
+    for (sample, next) in readings {
+        if sample - next < config.min_gap {
+            prompt += 1;
+            reach = reach.max(sample.max(next) - least);
+        } else {
+            late += 1;
+        }
+    }
+    (late > 0 && prompt >= late).then_some(reach)
+}
+
 /// What the ACK's timing says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckTiming {
@@ -109,6 +134,14 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     if delay >= MAX_DELAYED_ACK {
         return AckTiming::BeyondTimers { delay };
     }
+    // A side that acknowledges at once: a later ACK within the range its prompt ones
+    // showed is the path moving, against the path a moment later where it was measured.
+    if let Some(reach) = ctx.peer_acks_at_once {
+        let against = ctx.release_round_trip.unwrap_or(path);
+        if sample - against <= reach {
+            return AckTiming::Prompt("peer-acks-at-once");
+        }
+    }
     AckTiming::Held { delay }
 }
 
@@ -146,4 +179,36 @@ pub fn held_by_timer(
     basis.push(Link::AckHeldByTimer);
     event.ack_delay = Some(delay);
     Continue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Nanos = 1_000_000;
+
+    #[test]
+    fn a_side_reading_early_as_often_as_late_acks_at_once() {
+        let config = DetectConfig::default();
+        // Round trips of 400 ms and more: against the next ACK, early, late, early, late.
+        let readings =
+            [(410, 420), (425, 412), (405, 409), (430, 418)].map(|(s, n)| (s * MS, n * MS));
+        assert_eq!(
+            acks_at_once(readings.into_iter(), 400 * MS, &config),
+            Some(20 * MS),
+            "its prompt ACKs reached 20 ms above the least"
+        );
+    }
+
+    #[test]
+    fn a_side_a_timer_holds_does_not() {
+        let config = DetectConfig::default();
+        // Its first ACK came at once (quick-ack mode), the rest 40 ms late.
+        let readings =
+            [(401, 402), (441, 401), (442, 400), (440, 401)].map(|(s, n)| (s * MS, n * MS));
+        assert_eq!(acks_at_once(readings.into_iter(), 400 * MS, &config), None);
+        // Nothing late: nothing for the rule to excuse.
+        let prompt = [(401, 402), (400, 401)].map(|(s, n)| (s * MS, n * MS));
+        assert_eq!(acks_at_once(prompt.into_iter(), 400 * MS, &config), None);
+    }
 }

@@ -4,11 +4,12 @@
 
 use super::connection::{Connection, MAX_PENDING_GAPS, PendingGap};
 use crate::detect::{
-    DetectConfig, GapContext, PeerSegment, SenderClock, StallClass, StallEvent, classify_gap,
-    sender_clock, window,
+    DetectConfig, GapContext, PeerSegment, SenderClock, StallClass, StallEvent, ack_timer,
+    classify_gap, sender_clock, window,
 };
 use crate::segment::{Nanos, Segment};
 use crate::side::{PerSide, Side};
+use crate::stacks::SHORTEST_TIMER;
 
 impl Connection {
     /// Opens a gap when `segment`, data of side `x`, ends a pause in the connection's data,
@@ -127,6 +128,7 @@ impl Connection {
                 release_reply_bound: None,
                 peer_acks_every_segment,
                 peer_paced_by_delivery,
+                peer_acks_at_once: None,
                 peer_large_data_rtt: None,
                 last_from_peer,
                 late_ack_before_gap,
@@ -182,6 +184,29 @@ impl Connection {
         // The least round trip for large data over the connection: an ACK after a gap
         // measures it as well as an ACK before it.
         let large_data_rtt = PerSide::from_fn(|side| self.dirs[side].acks.large_round_trip());
+        let acks_at_once = PerSide::from_fn(|sender| {
+            let readings = self
+                .gaps
+                .iter()
+                .map(|gap| &gap.context)
+                .filter(|ctx| ctx.sender == sender)
+                .filter_map(|ctx| {
+                    let ack = ctx.last_from_peer.as_ref()?;
+                    let data = ack.acked_data_time.filter(|_| !ack.acked_uncaptured)?;
+                    // RFC 1122 4.2.3.2: an ACK for two full segments goes at once anyway.
+                    let lone = ack.newly_acked * 2 <= u64::from(full_size[sender]) * 3;
+                    let least = path[sender.other()].least;
+                    let next = ctx.release_round_trip?;
+                    let sample = ack.time - data;
+                    let untimed = sample - least < SHORTEST_TIMER
+                        && next - least < SHORTEST_TIMER
+                        && ctx
+                            .release_reply_bound
+                            .is_none_or(|bound| next - bound < config.min_gap);
+                    Some((sample, next)).filter(|_| lone && untimed)
+                });
+            ack_timer::acks_at_once(readings, path[sender.other()].least, config)
+        });
 
         for gap in &mut self.gaps {
             let context = &mut gap.context;
@@ -195,6 +220,7 @@ impl Connection {
             context.sender_tsval_hz = self.dirs[sender].timestamps.rate();
             context.sender_echoes_pure_acks = self.dirs[sender].echoes_pure_acks;
             context.peer_large_data_rtt = large_data_rtt[sender.other()];
+            context.peer_acks_at_once = acks_at_once[sender];
             if let Some(event) = classify_gap(context, config) {
                 Self::record(
                     &mut self.events,
