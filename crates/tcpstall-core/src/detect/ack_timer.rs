@@ -25,6 +25,8 @@ pub fn may_be_timer(delay: Nanos) -> bool {
 /// one state of a connection, so a side it holds reads late against the path a moment
 /// later more often than not; a side that ACKs at once (TCP_QUICKACK, Windows'
 /// TcpAckFrequency of 1) reads early as often as late, by as much as the path moves.
+/// One early reading is no such rhythm: Linux's quick-ack mode sends a connection's first
+/// ACKs at once before its timer holds the rest (`tcp_in_quickack_mode`, v6.6).
 /// Returns how far above `least` the round trips of its prompt ACKs reached: a later ACK
 /// within that range is the path's own movement, not a timer.
 pub fn acks_at_once(
@@ -41,7 +43,7 @@ pub fn acks_at_once(
             late += 1;
         }
     }
-    (late > 0 && prompt >= late).then_some(reach)
+    (late > 0 && prompt >= late.max(2)).then_some(reach)
 }
 
 /// What the ACK's timing says.
@@ -207,6 +209,12 @@ mod tests {
         let readings =
             [(401, 402), (441, 401), (442, 400), (440, 401)].map(|(s, n)| (s * MS, n * MS));
         assert_eq!(acks_at_once(readings.into_iter(), 400 * MS, &config), None);
+        // One ACK at once (quick-ack mode) and one its timer held: no rhythm yet.
+        let first_at_once = [(401, 402), (441, 401)].map(|(s, n)| (s * MS, n * MS));
+        assert_eq!(
+            acks_at_once(first_at_once.into_iter(), 400 * MS, &config),
+            None
+        );
         // Nothing late: nothing for the rule to excuse.
         let prompt = [(401, 402), (400, 401)].map(|(s, n)| (s * MS, n * MS));
         assert_eq!(acks_at_once(prompt.into_iter(), 400 * MS, &config), None);
