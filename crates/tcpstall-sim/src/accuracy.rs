@@ -570,6 +570,26 @@ const HOLDING_PATTERNS: [&str; 5] = [
     "bulk",
 ];
 
+/// Six transactions of `run` at each capture point, over a path whose delay varies by up
+/// to `variation` of itself.
+fn over_varying_delay(
+    cells: &mut Vec<CellSpec>,
+    family: &'static str,
+    run: (&str, &str, &str, f64),
+    variation: f64,
+) {
+    at_each_capture(
+        cells,
+        family,
+        format!("delay varying by up to {:.0}%", variation * 100.0),
+        run,
+        |f| {
+            f.link.delay_variation = variation;
+            f.workload.transactions = 6;
+        },
+    );
+}
+
 fn varying_delays(cells: &mut Vec<CellSpec>) {
     // A queue on the path that fills and drains: the round trip varies per packet, in
     // order (RFC 6298 2: the reason RTTVAR exists); a LAN, a WAN of 80 to 88 or 104 ms,
@@ -578,15 +598,11 @@ fn varying_delays(cells: &mut Vec<CellSpec>) {
     for (rtt, variation) in paths {
         for (client, server) in [("linux", "linux"), ("windows", "linux"), ("linux", "macos")] {
             for pattern in HOLDING_PATTERNS {
-                at_each_capture(
+                over_varying_delay(
                     cells,
                     "varying-delay",
-                    format!("delay varying by up to {:.0}%", variation * 100.0),
                     (client, server, pattern, rtt),
-                    |f| {
-                        f.link.delay_variation = variation;
-                        f.workload.transactions = 6;
-                    },
+                    variation,
                 );
             }
         }
@@ -674,15 +690,11 @@ fn windows_wan(cells: &mut Vec<CellSpec>) {
         for pattern in ["two-writes", "sftp", "proxy-split", "http-keepalive"] {
             for rtt in [80.0, 150.0] {
                 for variation in [0.1, 0.3] {
-                    at_each_capture(
+                    over_varying_delay(
                         cells,
                         "windows-wan",
-                        format!("delay varying by up to {:.0}%", variation * 100.0),
                         (client, server, pattern, rtt),
-                        |f| {
-                            f.link.delay_variation = variation;
-                            f.workload.transactions = 6;
-                        },
+                        variation,
                     );
                 }
             }

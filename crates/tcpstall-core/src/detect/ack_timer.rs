@@ -6,6 +6,7 @@ use std::ops::ControlFlow::{self, Break, Continue};
 use super::basis::Link;
 use super::event::{StallEvent, Verdict};
 use super::gap::{DetectConfig, GapContext, PeerSegment};
+use crate::path::SPREAD_CEILING;
 use crate::segment::Nanos;
 use crate::side::Side;
 
@@ -44,6 +45,35 @@ pub fn acks_at_once(
         }
     }
     (late > 0 && prompt >= late.max(2)).then_some(reach)
+}
+
+/// The reading a gap gives [`acks_at_once`]: its releasing ACK's round trip and that of
+/// the other side's first pure ACK for the released data, where the ACK covered a lone
+/// segment and neither round trip can be a timer's: both less than the shortest
+/// per-connection timer above `least` (the other side's least round trip), and no later
+/// than the side's latest reply showed the path to be. `full_size` is the sender's.
+pub fn at_once_reading(
+    ctx: &GapContext,
+    full_size: u32,
+    least: Nanos,
+    config: &DetectConfig,
+) -> Option<(Nanos, Nanos)> {
+    let ack = ctx.last_from_peer.as_ref()?;
+    let data = ack.acked_data_time.filter(|_| !ack.acked_uncaptured)?;
+    let next = ctx.release_round_trip?;
+    let sample = ack.time - data;
+    let untimed = sample - least < SPREAD_CEILING
+        && next - least < SPREAD_CEILING
+        && ctx
+            .release_reply_bound
+            .is_none_or(|bound| next - bound < config.min_gap);
+    let lone = !covers_two_full_segments(ack.newly_acked, full_size);
+    (lone && untimed).then_some((sample, next))
+}
+
+/// RFC 1122 4.2.3.2: an ACK for at least two full segments is sent at once.
+fn covers_two_full_segments(newly_acked: u64, full_size: u32) -> bool {
+    newly_acked * 2 > u64::from(full_size) * 3
 }
 
 /// What the ACK's timing says.
@@ -119,8 +149,7 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     // SHOULD: Linux holds one while the window it would advertise is smaller than the
     // last (__tcp_ack_snd_check), macOS sends stretch ACKs on its timer. Such an ACK was
     // held only when it came as late as a per-connection timer fires.
-    let covers_two_full_segments = ack.newly_acked * 2 > u64::from(ctx.sender_full_size) * 3;
-    if covers_two_full_segments && delay < SHORTEST_TIMER {
+    if covers_two_full_segments(ack.newly_acked, ctx.sender_full_size) && delay < SHORTEST_TIMER {
         return AckTiming::Prompt("ack-covers-two-full-segments");
     }
     // The path's own variation is no timer: the delay must stand out from it.

@@ -87,8 +87,8 @@ pub struct GapContext {
     /// The releasing ACK came at the pace the path delivers queued segments.
     pub peer_paced_by_delivery: bool,
     /// Over the connection, the other side's ACKs that released this sender's data came
-    /// no later than the path a moment after them at least as often as later: it
-    /// acknowledges at once. Holds how far above the least round trip those prompt ACKs
+    /// no later than the path a moment after them at least twice and at least as often as
+    /// later: it acknowledges at once ([`acks_at_once`](super::ack_timer::acks_at_once)). Holds how far above the least round trip those prompt ACKs
     /// reached (the path's own range); filled in when the gap is classified.
     pub peer_acks_at_once: Option<Nanos>,
     /// The other side's least round trip, over the whole connection, of an ACK it sent at

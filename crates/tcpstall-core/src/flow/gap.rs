@@ -9,7 +9,6 @@ use crate::detect::{
 };
 use crate::segment::{Nanos, Segment};
 use crate::side::{PerSide, Side};
-use crate::stacks::SHORTEST_TIMER;
 
 impl Connection {
     /// Opens a gap when `segment`, data of side `x`, ends a pause in the connection's data,
@@ -184,28 +183,17 @@ impl Connection {
         // The least round trip for large data over the connection: an ACK after a gap
         // measures it as well as an ACK before it.
         let large_data_rtt = PerSide::from_fn(|side| self.dirs[side].acks.large_round_trip());
+        // Whether each side's peer acknowledges at once, over its gaps' releasing ACKs.
         let acks_at_once = PerSide::from_fn(|sender| {
+            let least = path[sender.other()].least;
             let readings = self
                 .gaps
                 .iter()
-                .map(|gap| &gap.context)
-                .filter(|ctx| ctx.sender == sender)
-                .filter_map(|ctx| {
-                    let ack = ctx.last_from_peer.as_ref()?;
-                    let data = ack.acked_data_time.filter(|_| !ack.acked_uncaptured)?;
-                    // RFC 1122 4.2.3.2: an ACK for two full segments goes at once anyway.
-                    let lone = ack.newly_acked * 2 <= u64::from(full_size[sender]) * 3;
-                    let least = path[sender.other()].least;
-                    let next = ctx.release_round_trip?;
-                    let sample = ack.time - data;
-                    let untimed = sample - least < SHORTEST_TIMER
-                        && next - least < SHORTEST_TIMER
-                        && ctx
-                            .release_reply_bound
-                            .is_none_or(|bound| next - bound < config.min_gap);
-                    Some((sample, next)).filter(|_| lone && untimed)
+                .filter(|gap| gap.context.sender == sender)
+                .filter_map(|gap| {
+                    ack_timer::at_once_reading(&gap.context, full_size[sender], least, config)
                 });
-            ack_timer::acks_at_once(readings, path[sender.other()].least, config)
+            ack_timer::acks_at_once(readings, least, config)
         });
 
         for gap in &mut self.gaps {
