@@ -347,7 +347,7 @@ fn assert_no_false_stall_in_prompt_acks(seeds: &[u64], keep: impl Fn(f64) -> boo
         }
     }
     assert!(runs >= 200, "only {runs} runs");
-    assert_none("false stalls", &false_stalls);
+    assert_none("false stalls released late", &false_stalls);
 }
 
 /// The same at 30%: the queue moves by up to 30 ms between two packets, so one ACK says
@@ -688,4 +688,60 @@ fn a_coarse_capture_clock_finds_what_an_exact_one_finds() {
     }
     assert!(stalls >= 40, "only {stalls} stalls");
     assert_none("a coarse clock found otherwise", &differences);
+}
+
+/// A segment is captured once it has crossed the links before the capture point: behind a
+/// 2 Mbit/s link, data a bulk sender releases on an ACK's arrival is seen a full segment's
+/// crossing (6 ms) after it, at the sender as past the link. The sender's back-to-back
+/// segments show that crossing, its peer's ACKs for two segments pace no faster, and the
+/// release is judged on time with it. Loss gives the delayed-ACK stalls (an odd segment
+/// left after a recovery); stacks with (macOS) and without (Windows) timestamps.
+#[test]
+fn data_released_behind_a_narrow_sender_link_is_judged_with_its_crossing() {
+    let options = AnalyzeOptions::default();
+    let (mut missed, mut false_stalls) = (Vec::new(), Vec::new());
+    let mut stalls = 0;
+    for stack in ["macos", "windows"] {
+        for capture in ["client", "tap", "server"] {
+            for seed in 1..=3 {
+                let mut file = tcpstall_sim::scenario::ScenarioFile::default();
+                file.client.stack = stack.to_string();
+                file.server.stack = stack.to_string();
+                file.workload.pattern = "bulk".to_string();
+                file.workload.transactions = 10;
+                file.workload.server_think_ms = 15.0;
+                file.link.rtt_ms = 150.0;
+                file.link.jitter_ms = 1.0;
+                file.link.loss = 0.01;
+                file.link.bandwidth_bps = 2e6;
+                file.link.seed = seed;
+                file.capture = Some(capture.to_string());
+                let spec = CellSpec {
+                    family: "narrow-sender-link",
+                    label: String::new(),
+                    file,
+                };
+                let cell = run_cell(&spec, &options).expect("the scenario is valid");
+                stalls += cell.truth_stalls;
+                let label = format!("{stack} seed {seed} at {capture}");
+                missed.extend(
+                    missed_stall_reasons(&cell, &label)
+                        .filter(|m| m.contains("left-long-after-ack")),
+                );
+                // A prompt ACK behind the queue read as held is the ACK-timer link's
+                // mistake, not this one's: one such (Windows, seed 2, at the client) is
+                // there with and without the crossing.
+                false_stalls.extend(
+                    false_stall_reasons(&cell, &label)
+                        .filter(|m| !m.contains("released by a prompt ACK")),
+                );
+            }
+        }
+    }
+    assert!(stalls > 100, "only {stalls} stalls in the truth");
+    assert_none(
+        &format!("of {stalls} stalls, missed as left long after the ACK"),
+        &missed,
+    );
+    assert_none("false stalls released late", &false_stalls);
 }

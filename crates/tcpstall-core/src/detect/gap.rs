@@ -95,6 +95,11 @@ pub struct GapContext {
     /// once for two full segments the newest large (1 KB and more): what a narrow link's
     /// serialization adds; filled in when the gap is classified.
     pub peer_large_data_rtt: Option<Nanos>,
+    /// How long a full segment of the sender took to cross the links before the capture
+    /// point: the least spacing of two of its contiguous full segments there, where the
+    /// other side's ACKs paced the same data no faster (0: not measured); filled in when
+    /// the gap is classified.
+    pub sender_full_segment_serialization: Nanos,
     /// The other side's last segment before the one ending the gap, if it came inside it.
     pub last_from_peer: Option<PeerSegment>,
     /// A late ACK of the other side from before the gap: the one whose TSval the segment

@@ -104,7 +104,7 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
         return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
     }
     let path = &ctx.path[ctx.sender];
-    let reaction = reaction - path_delay_of_data(ctx);
+    let reaction = reaction - path_delay_of_data(ctx).max(serialization_of_release(ctx));
     if reaction <= on_time_limit(ctx, path.spread) {
         let unmeasured = reaction > on_time_limit(ctx, path.measured_spread);
         if echo == Echo::EchoesAck {
@@ -175,6 +175,16 @@ fn path_delay_of_data(ctx: &GapContext) -> Nanos {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// How long the released segment took to cross the links before the capture point: a
+/// segment is captured once it has crossed them, so data released on the ACK's arrival is
+/// seen that much later on a narrow link. A full segment's time as the connection
+/// measured it, in proportion to the segment's size.
+fn serialization_of_release(ctx: &GapContext) -> Nanos {
+    let full = ctx.sender_full_size.max(1);
+    let bytes = ctx.segment_bytes.min(full);
+    ctx.sender_full_segment_serialization * Nanos::from(bytes) / Nanos::from(full)
 }
 
 /// The gap ended with a retransmission: the sender's own timer released the data.

@@ -2,7 +2,7 @@
 //! of ACKs no timer held (the path, its queue included), whether it acknowledges every
 //! segment, how long large segments take (as ACKs sent at once by rule measured them),
 //! and the pace at which the path delivers queued segments. The detector judges a
-//! candidate delayed ACK against these. Updated on every ACK, so kept in 96 bytes.
+//! candidate delayed ACK against these. Updated on every ACK, so kept in 104 bytes.
 
 use crate::detect::PeerSegment;
 use crate::detect::ack_timer::SHORTEST_TIMER;
@@ -81,8 +81,9 @@ pub struct AckHistory {
     /// bounds the path's round trip from above (0: none yet).
     last_reply_round_trip: Nanos,
     /// How long the path took to deliver one queued segment, as the latest prompt ACK for
-    /// segments already in flight measured it (0: none yet).
+    /// segments already in flight measured it (0: none yet), and the least it took.
     delivery_per_segment: Nanos,
+    least_delivery_per_segment: Nanos,
 }
 
 impl AckHistory {
@@ -124,6 +125,11 @@ impl AckHistory {
         let covers_two = ack.newly_acked * 2 > u64::from(full_size) * 3;
         if queued && covers_two {
             self.delivery_per_segment = (interval / Nanos::from(ack.segments)).max(1);
+            if self.least_delivery_per_segment == 0
+                || self.delivery_per_segment < self.least_delivery_per_segment
+            {
+                self.least_delivery_per_segment = self.delivery_per_segment;
+            }
         }
         let record = AckRecord {
             data_time: ack.data_time,
@@ -194,6 +200,12 @@ impl AckHistory {
     /// The round trip of its latest reply, if any.
     pub fn last_reply_round_trip(&self) -> Option<Nanos> {
         (self.last_reply_round_trip != 0).then_some(self.last_reply_round_trip)
+    }
+
+    /// The least time the path took to deliver one queued segment of the other side, as
+    /// the spacing of this side's ACKs for two segments or more measured it.
+    pub fn least_delivery_per_segment(&self) -> Option<Nanos> {
+        (self.least_delivery_per_segment != 0).then_some(self.least_delivery_per_segment)
     }
 
     /// The least round trip of its ACKs for two full segments or more, the newest large
@@ -292,7 +304,20 @@ mod tests {
     }
 
     #[test]
+    fn the_least_delivery_is_read_from_acks_for_two_queued_segments() {
+        let mut history = AckHistory::default();
+        assert_eq!(history.least_delivery_per_segment(), None);
+        // Four segments queued before the first ACK came; ACKs for two, 12 then 14 ms
+        // apart: 6 ms a segment at the least. One for one segment measures nothing.
+        history.observe(pure(100 * MS, 4 * MS, 2), 1448, 90 * MS);
+        history.observe(pure(112 * MS, 6 * MS, 2), 1448, 90 * MS);
+        history.observe(pure(126 * MS, 8 * MS, 2), 1448, 90 * MS);
+        history.observe(pure(127 * MS, 9 * MS, 1), 1448, 90 * MS);
+        assert_eq!(history.least_delivery_per_segment(), Some(6 * MS));
+    }
+
+    #[test]
     fn the_history_stays_as_small_as_documented() {
-        assert_eq!(std::mem::size_of::<AckHistory>(), 96);
+        assert_eq!(std::mem::size_of::<AckHistory>(), 104);
     }
 }

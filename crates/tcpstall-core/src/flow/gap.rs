@@ -129,6 +129,7 @@ impl Connection {
                 peer_paced_by_delivery,
                 peer_acks_at_once: None,
                 peer_large_data_rtt: None,
+                sender_full_segment_serialization: 0,
                 last_from_peer,
                 late_ack_before_gap,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
@@ -183,6 +184,16 @@ impl Connection {
         // The least round trip for large data over the connection: an ACK after a gap
         // measures it as well as an ACK before it.
         let large_data_rtt = PerSide::from_fn(|side| self.dirs[side].acks.large_round_trip());
+        // A full segment's serialization on the links before the capture point: the
+        // sender's segments arrive no closer together than that, and the peer's ACKs for
+        // two segments or more come no faster than the slowest link delivers them. Two
+        // segments the sender did not send back to back arrive further apart than that,
+        // so the spacing counts only up to the pace the ACKs measured.
+        let serialization = PerSide::from_fn(|side| {
+            let spacing = self.dirs[side].sender.full_segment_spacing();
+            let delivery = self.dirs[side.other()].acks.least_delivery_per_segment();
+            spacing.zip(delivery).map_or(0, |(s, d)| s.min(d))
+        });
         // Whether each side's peer acknowledges at once, over its gaps' releasing ACKs.
         let acks_at_once = PerSide::from_fn(|sender| {
             let least = path[sender.other()].least;
@@ -208,6 +219,7 @@ impl Connection {
             context.sender_tsval_hz = self.dirs[sender].timestamps.rate();
             context.sender_echoes_pure_acks = self.dirs[sender].echoes_pure_acks;
             context.peer_large_data_rtt = large_data_rtt[sender.other()];
+            context.sender_full_segment_serialization = serialization[sender];
             context.peer_acks_at_once = acks_at_once[sender];
             if let Some(event) = classify_gap(context, config) {
                 Self::record(

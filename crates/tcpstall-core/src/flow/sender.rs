@@ -13,7 +13,7 @@ use crate::seq::SeqNumber;
 const MIN_SEGMENT_LIMIT: u32 = 1024;
 
 /// Per direction: the evidence about its sender's rules. Read on every data segment, so
-/// kept in 48 bytes.
+/// kept in 56 bytes.
 #[derive(Clone, Debug)]
 pub struct SenderEvidence {
     /// When this side was seen, for the second time, sending a sub-MSS segment while an
@@ -34,6 +34,11 @@ pub struct SenderEvidence {
     /// below the MSS within one message: its real segment limit (a path MTU below the
     /// link's), however far apart a slow path delivers them.
     pub segment_limit: u32,
+    /// The least time between two contiguous full-sized data segments of this side at the
+    /// capture point (`Nanos::MAX`: none yet). Past a link, segments arrive no closer
+    /// than one takes to cross it, so this is at least a full segment's serialization on
+    /// the links before the capture point, and that when two were sent back to back.
+    least_full_spacing: Nanos,
 }
 
 impl Default for SenderEvidence {
@@ -46,6 +51,7 @@ impl Default for SenderEvidence {
             last_payload: 0,
             nagle_violations: 0,
             segment_limit: 0,
+            least_full_spacing: Nanos::MAX,
         }
     }
 }
@@ -120,10 +126,20 @@ impl SenderEvidence {
                 _ => {}
             }
         }
+        let full = self.full_size(mss);
+        if follows_previous && data.payload >= full && self.last_payload >= full {
+            self.least_full_spacing = self.least_full_spacing.min(data.time - self.last_time);
+        }
         self.last_time = data.time;
         self.last_end = data.end;
         self.last_payload = data.payload;
         limit_changed
+    }
+
+    /// The least time between two of its contiguous full-sized segments at the capture
+    /// point, if it sent two.
+    pub fn full_segment_spacing(&self) -> Option<Nanos> {
+        (self.least_full_spacing != Nanos::MAX).then_some(self.least_full_spacing)
     }
 
     /// When this side was seen, for the second time, not applying Nagle.
@@ -233,6 +249,20 @@ mod tests {
         assert!(!clock.observe(503_000_000, 600));
         assert!((clock.rate().unwrap() - 1000.0).abs() < 1e-6);
         assert_eq!(clock.newest(), Some(600));
+    }
+
+    #[test]
+    fn full_segments_one_after_another_space_no_closer_than_their_crossing() {
+        let mut sender = SenderEvidence::default();
+        assert_eq!(sender.full_segment_spacing(), None);
+        // A 6 ms crossing between two full segments; a small one, and a full one that
+        // does not follow the previous in sequence, measure nothing.
+        sender.observe(data(0, 0, 1448), 1448, false);
+        sender.observe(data(6_000_000, 1448, 1448), 1448, false);
+        sender.observe(data(6_100_000, 2896, 100), 1448, false);
+        sender.observe(data(6_200_000, 2996, 1448), 1448, false);
+        sender.observe(data(6_300_000, 9000, 1448), 1448, false);
+        assert_eq!(sender.full_segment_spacing(), Some(6_000_000));
     }
 
     #[test]
