@@ -72,7 +72,7 @@ pub fn at_once_reading(
 }
 
 /// RFC 1122 4.2.3.2: an ACK for at least two full segments is sent at once.
-fn covers_two_full_segments(newly_acked: u64, full_size: u32) -> bool {
+pub(crate) fn covers_two_full_segments(newly_acked: u64, full_size: u32) -> bool {
     newly_acked * 2 > u64::from(full_size) * 3
 }
 

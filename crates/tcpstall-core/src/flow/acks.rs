@@ -5,7 +5,7 @@
 //! candidate delayed ACK against these. Updated on every ACK, so kept in 104 bytes.
 
 use crate::detect::PeerSegment;
-use crate::detect::ack_timer::SHORTEST_TIMER;
+use crate::detect::ack_timer::{SHORTEST_TIMER, covers_two_full_segments};
 use crate::path::HOST_TURNAROUND;
 use crate::segment::Nanos;
 
@@ -122,7 +122,7 @@ impl AckHistory {
         }
         // RFC 1122 4.2.3.2: an ACK for two full segments is sent at once, so its spacing
         // from the previous ACK is the path's delivery of them.
-        let covers_two = ack.newly_acked * 2 > u64::from(full_size) * 3;
+        let covers_two = covers_two_full_segments(ack.newly_acked, full_size);
         if queued && covers_two {
             self.delivery_per_segment = (interval / Nanos::from(ack.segments)).max(1);
             if self.least_delivery_per_segment == 0
