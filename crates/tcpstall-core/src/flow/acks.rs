@@ -89,6 +89,8 @@ pub struct AckHistory {
 impl AckHistory {
     /// Notes a pure ACK of the other side's data; `full_size` is that side's full segment
     /// size and `path` the least round trip so far.
+    // Inlined into its one caller: a call passing the ACK through memory cost more.
+    #[inline(always)]
     pub fn observe(&mut self, ack: PureAck, full_size: u32, path: Nanos) {
         let round_trip = ack.time - ack.data_time;
         // Its queue as the last prompt ACK measured it, or the path's minimum.

@@ -45,6 +45,8 @@ impl FlowKey {
     /// The key of the connection between `src` and `dst`, and the side `src` is: the first
     /// for the lower endpoint in the order of [`SocketAddr`] (IPv4 first, then address, then
     /// port), whose IPv6 flow label and scope are always zero here.
+    // Inlined: returned through memory, the key cost a copy on every segment.
+    #[inline(always)]
     pub(super) fn of(src: &SocketAddr, dst: &SocketAddr, tunnel: u32) -> (FlowKey, Side) {
         let tunnel = u64::from(tunnel & crate::segment::MAX_TUNNEL_ID);
         if let (SocketAddr::V4(src), SocketAddr::V4(dst)) = (src, dst) {
