@@ -589,14 +589,33 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
 
 /// Infers and simulates the worst `connections` stalled connections (in report order),
 /// `limits` bounding each simulation.
+/// Each connection is simulated on its own, so they are shared out among the machine's
+/// cores (dealt in turn: the worst, simulated first, are often the longest).
 pub fn predict_worst(d: &mut [ConnectionDiagnosis], connections: usize, limits: Limits) {
-    for c in d
+    let worst: Vec<&mut ConnectionDiagnosis> = d
         .iter_mut()
         .filter(|c| c.stall_count > 0 && !c.directions.is_empty())
         .take(connections)
-    {
-        if let Some(inferred) = scenario_from(c, limits) {
-            let _ = predict(c, &inferred);
-        }
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(worst.len()).max(1);
+    let mut shares: Vec<Vec<&mut ConnectionDiagnosis>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, c) in worst.into_iter().enumerate() {
+        shares[i % threads].push(c);
     }
+    let predict_share = |share: Vec<&mut ConnectionDiagnosis>| {
+        for c in share {
+            if let Some(inferred) = scenario_from(c, limits) {
+                let _ = predict(c, &inferred);
+            }
+        }
+    };
+    let mut shares = shares.into_iter();
+    let own = shares.next().unwrap_or_default();
+    std::thread::scope(|scope| {
+        for share in shares {
+            scope.spawn(move || predict_share(share));
+        }
+        predict_share(own);
+    });
 }

@@ -125,7 +125,7 @@ impl Decoder {
 
     /// Decodes `packet`; a TCP segment is written to `segment`, in place (it is large,
     /// and the common case writes it field by field where the caller keeps it).
-    #[inline]
+    #[inline(always)]
     pub fn decode(&mut self, packet: &Packet<'_>, segment: &mut Segment) -> Decoded {
         match fast_path_into(packet, segment) {
             Some(Ok(())) => Decoded::Segment,
