@@ -92,8 +92,9 @@ impl RoundTrips {
             self.smoothed = sample.max(1);
             self.variation = sample / 2;
         } else {
-            self.variation = (3 * self.variation + (self.smoothed - sample).abs()) / 4;
-            self.smoothed = (7 * self.smoothed + sample) / 8;
+            // All of them non-negative: the shifts are the divisions by 4 and 8.
+            self.variation = (3 * self.variation + (self.smoothed - sample).abs()) >> 2;
+            self.smoothed = (7 * self.smoothed + sample) >> 3;
         }
     }
 

@@ -187,7 +187,8 @@ impl FlowTable {
             return;
         };
         connection.observe(segment, side, packet, &self.config);
-        if connection.is_finished() {
+        // Only a FIN or a RST can finish a connection.
+        if (segment.flags.fin() || segment.flags.rst()) && connection.is_finished() {
             self.end(i, true);
         }
         self.segments_since_sweep += 1;
