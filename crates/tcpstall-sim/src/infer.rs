@@ -589,6 +589,7 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
 
 /// Infers and simulates the worst `connections` stalled connections (in report order),
 /// `limits` bounding each simulation.
+///
 /// Each connection is simulated on its own, so they are shared out among the machine's
 /// cores (dealt in turn: the worst, simulated first, are often the longest).
 pub fn predict_worst(d: &mut [ConnectionDiagnosis], connections: usize, limits: Limits) {
