@@ -611,12 +611,9 @@ pub fn predict_worst(d: &mut [ConnectionDiagnosis], connections: usize, limits: 
             }
         }
     };
-    let mut shares = shares.into_iter();
-    let own = shares.next().unwrap_or_default();
     std::thread::scope(|scope| {
         for share in shares {
             scope.spawn(move || predict_share(share));
         }
-        predict_share(own);
     });
 }

@@ -460,8 +460,6 @@ fn describe_no_tcp(summary: &InputSummary) -> String {
 mod tests {
     use super::*;
 
-    /// docs/memory-budget.md gives each thread's share of the open connections: held to
-    /// the split the code makes.
     #[test]
     fn putting_in_order_in_place_gives_what_taking_each_in_turn_gives() {
         // Every permutation of five, and longer ones drawn from a seeded generator.
@@ -491,6 +489,8 @@ mod tests {
         }
     }
 
+    /// docs/memory-budget.md gives each thread's share of the open connections: held to
+    /// the split the code makes.
     #[test]
     fn the_memory_budget_gives_the_split_between_the_threads() {
         let budget = include_str!("../../../../docs/memory-budget.md");

@@ -88,8 +88,9 @@ pub struct GapContext {
     pub peer_paced_by_delivery: bool,
     /// Over the connection, the other side's ACKs that released this sender's data came
     /// no later than the path a moment after them at least twice and at least as often as
-    /// later: it acknowledges at once ([`acks_at_once`](super::ack_timer::acks_at_once)). Holds how far above the least round trip those prompt ACKs
-    /// reached (the path's own range); filled in when the gap is classified.
+    /// later: it acknowledges at once ([`acks_at_once`](super::ack_timer::acks_at_once)).
+    /// Holds how far above the least round trip those prompt ACKs reached (the path's own
+    /// range); filled in when the gap is classified.
     pub peer_acks_at_once: Option<Nanos>,
     /// The other side's least round trip, over the whole connection, of an ACK it sent at
     /// once for two full segments the newest large (1 KB and more): what a narrow link's
