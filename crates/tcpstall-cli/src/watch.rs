@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use tcpstall_core::escape::escaped_path;
 use tcpstall_watch::cgroup::ServiceCgroup;
 use tcpstall_watch::command::{CommandCgroup, remove_stale, shell_status};
 use tcpstall_watch::event::{NagleHold, WatchEvent};
@@ -234,12 +235,12 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             match stale.error {
                 None => eprintln!(
                     "tcpstall watch: removed {}, left by watch {} that did not end cleanly{ended}",
-                    stale.path.display(),
+                    escaped_path(&stale.path),
                     stale.owner
                 ),
                 Some(e) => eprintln!(
                     "tcpstall watch: warning: cannot remove {}, left by watch {}: {e}",
-                    stale.path.display(),
+                    escaped_path(&stale.path),
                     stale.owner
                 ),
             }
@@ -251,7 +252,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             Err(e) => {
                 return cannot_run(&format!(
                     "cannot create a cgroup under {}: {e}",
-                    root.display()
+                    escaped_path(root)
                 ));
             }
         },
@@ -362,7 +363,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
                 let what = match &service {
                     Some(service) => format!(
                         "the TCP connections of the processes in {}",
-                        service.path().display()
+                        escaped_path(service.path())
                     ),
                     None => "every TCP connection on this host".into(),
                 };
@@ -632,7 +633,7 @@ fn announce_fix(fix: Fix, service: &ServiceCgroup, json: bool, monotonic_ns: u64
     eprintln!(
         "tcpstall watch: --fix {} attached to {}: new connections get {}",
         fix.name(),
-        service.path().display(),
+        escaped_path(service.path()),
         fix.describe()
     );
     if json {

@@ -15,6 +15,7 @@ pub mod analyze;
 pub mod capture;
 pub mod detect;
 pub mod diagnosis;
+pub mod escape;
 pub mod flow;
 pub mod path;
 pub mod report;

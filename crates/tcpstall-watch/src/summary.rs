@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::event::{NagleHold, Process};
 use crate::service::Service;
 use crate::stall::{Evidence, Stall};
+use tcpstall_core::escape::escaped;
 
 /// At most this many connections are totalled one by one; the rest are counted together,
 /// so memory stays bounded on a busy host.
@@ -73,12 +74,12 @@ fn ms(ns: u64) -> f64 {
 }
 
 fn process_name(p: &Process) -> String {
-    format!("{}[{}]", p.comm, p.pid)
+    format!("{}[{}]", escaped(&p.comm), p.pid)
 }
 
 /// ` (nginx.service)` after a process's name, when its service is known.
 fn service_suffix(service: Option<&Service>) -> String {
-    service.map_or(String::new(), |s| format!(" ({})", s.name))
+    service.map_or(String::new(), |s| format!(" ({})", escaped(&s.name)))
 }
 
 /// A service in JSON: its name, kind and cgroup path.
@@ -420,7 +421,11 @@ impl Summary {
                 }
             );
             if let Some(cgroup) = &fix.cgroup {
-                let _ = writeln!(out, "  attached to {cgroup}, detached when watch ended");
+                let _ = writeln!(
+                    out,
+                    "  attached to {}, detached when watch ended",
+                    escaped(cgroup)
+                );
                 if let Some(before) = &fix.before {
                     let _ = writeln!(out, "  before the fix: {}", before.text());
                 }
@@ -450,7 +455,9 @@ impl Summary {
                 let _ = writeln!(
                     out,
                     "  {:>7}  {:<16} {:>7} holds",
-                    process.pid, process.comm, holds
+                    process.pid,
+                    escaped(&process.comm),
+                    holds
                 );
             }
         }
@@ -468,7 +475,7 @@ impl Summary {
                 out,
                 "  {:>7}  {:<16} {:<8} {:>7} {:>11.1} {:>10.1} {:>10}",
                 process.pid,
-                process.comm,
+                escaped(&process.comm),
                 role,
                 t.stalls,
                 ms(t.stalled_ns),
@@ -483,7 +490,7 @@ impl Summary {
                 let _ = writeln!(
                     out,
                     "  {:<40} {:<8} {:>7} stalls {:>11.1} ms stalled",
-                    service,
+                    escaped(service),
                     role,
                     t.stalls,
                     ms(t.stalled_ns),
@@ -622,6 +629,33 @@ pub(crate) mod tests {
         let json = s.json(2_000_000_000, 1, 0, None);
         assert_eq!(json["total"]["stalls"], 3);
         assert_eq!(json["connections"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn names_chosen_by_a_local_user_cannot_forge_the_terminal() {
+        let name = "\x1b[2J\x1b]0;pwn\x07";
+        let mut st = stall(name, 40000, 41);
+        st.holder_service = Some(Service::from_cgroup("/system.slice/a\nb.service"));
+        let line = stall_line(&st, &Clock::new());
+        assert!(
+            line.contains("holder \\x1b[2J\\x1b]0;pwn\\x07[7]"),
+            "{line}"
+        );
+        let mut s = Summary::default();
+        s.add(&st);
+        s.add(&stall("evil\n12:00:00.000    41.0 ms forged", 40001, 41));
+        let text = s.text(2_000_000_000, 1, 0, None);
+        for text in [line.as_str(), text.as_str()] {
+            assert!(
+                !text.chars().any(|c| c.is_control() && c != '\n'),
+                "a control character reached the text: {text:?}"
+            );
+        }
+        assert!(
+            !text.lines().any(|l| l.starts_with("12:00:00.000")),
+            "{text}"
+        );
+        assert!(text.contains("evil\\x0a12:00"), "{text}");
     }
 
     #[test]

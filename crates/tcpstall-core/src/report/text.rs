@@ -6,6 +6,7 @@ use std::fmt::Write;
 use crate::analyze::Analysis;
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::diagnosis::{ConnectionDiagnosis, DirectionDiagnosis, Fix, Role};
+use crate::escape::escaped;
 use crate::report::json::speedup;
 use crate::segment::{Nanos, millis, secs};
 
@@ -35,7 +36,7 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     let _ = writeln!(
         out,
         "{}: {format}, {} packets, {} TCP segments, {:.3} s",
-        input.source,
+        escaped(&input.source),
         input.read.packets,
         input.tcp_segments,
         secs(span)
@@ -320,12 +321,13 @@ fn render_inferred(out: &mut String, c: &ConnectionDiagnosis, source: &str, numb
     };
     let _ = writeln!(
         out,
-        "  scenario inferred from the {} -> {} stalls (tcpstall simulate --from-capture {source} --connection {number}):",
+        "  scenario inferred from the {} -> {} stalls (tcpstall simulate --from-capture {} --connection {number}):",
         inferred.holder.name(),
         match inferred.holder {
             Role::Client => "server",
             Role::Server => "client",
-        }
+        },
+        escaped(source)
     );
     for v in &inferred.values {
         let _ = writeln!(out, "    {} = {}: {}", v.key, v.value, v.source);
