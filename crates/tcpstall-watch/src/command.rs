@@ -156,8 +156,10 @@ fn try_lock(file: &File) -> io::Result<bool> {
 }
 
 /// The cgroup root's flock, held while a watch creates and locks its cgroup or while
-/// another looks for stale ones; released when dropped.
-struct RootLock(File);
+/// another looks for stale ones; released when dropped (the descriptor closes).
+struct RootLock {
+    _root: File,
+}
 
 impl RootLock {
     fn take(cgroup2_root: &Path) -> io::Result<RootLock> {
@@ -167,7 +169,7 @@ impl RootLock {
         if unsafe { libc::flock(root.as_raw_fd(), libc::LOCK_EX) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(RootLock(root))
+        Ok(RootLock { _root: root })
     }
 }
 
