@@ -110,7 +110,10 @@ fn every_system_call_watch_makes_is_in_the_units_filter() {
     };
     let unit = std::fs::read_to_string(UNIT).unwrap();
     let allowed = allowed_by_unit(&unit);
-    assert!(allowed.contains("bpf") && allowed.contains("read"), "{allowed:?}");
+    assert!(
+        allowed.contains("bpf") && allowed.contains("read"),
+        "{allowed:?}"
+    );
 
     let dir = TempDir::new("watch_sandbox", "syscalls");
     let trace = dir.0.join("strace.txt");

@@ -431,13 +431,17 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
     let input = &analysis.input;
     let origin = input.first_time.unwrap_or(0);
     let span = input.last_time.unwrap_or(origin) - origin;
-    let stalls: usize = analysis.connections.iter().map(|c| c.stall_count).sum();
+    // The totals count every connection, the listed ones and those beyond the listing
+    // limit (MAX_LISTED_CONNECTIONS), as the text and JSON reports do.
+    let stalls = analysis.total_stalls();
+    let total = analysis.total_connections();
+    let all_with_stalls = analysis.connections_with_stalls();
     let with_stalls = analysis
         .connections
         .iter()
         .filter(|c| c.stall_count > 0)
         .count();
-    let lost: Nanos = analysis.connections.iter().map(|c| c.time_lost).sum();
+    let lost: Nanos = analysis.total_time_lost();
     let mut body = String::with_capacity(256 * 1024);
     let _ = write!(
         body,
@@ -447,13 +451,9 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
         input.read.packets,
         input.tcp_segments,
         secs(span),
-        analysis.connections.len(),
-        if analysis.connections.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        with_stalls,
+        total,
+        if total == 1 { "" } else { "s" },
+        all_with_stalls,
         stalls,
         if stalls == 1 { "" } else { "s" },
         secs(lost)
@@ -507,11 +507,18 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
     for g in first {
         connection_section(analysis, g, &mut body);
     }
-    let _ = write!(
-        body,
-        r#"<section id="connections"><h2>Every connection ({})</h2>"#,
-        analysis.connections.len()
-    );
+    let listed = analysis.connections.len() as u64;
+    if listed < total {
+        let _ = write!(
+            body,
+            r#"<section id="connections"><h2>Connections: the {listed} worst of {total} listed</h2>"#
+        );
+    } else {
+        let _ = write!(
+            body,
+            r#"<section id="connections"><h2>Every connection ({total})</h2>"#
+        );
+    }
     table::connections_table(analysis, &drawn, &mut body);
     if with_stalls > drawn_stalled {
         let _ = write!(
