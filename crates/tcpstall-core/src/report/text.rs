@@ -110,16 +110,36 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     let with_stalls = analysis.connections_with_stalls();
     let stalls = analysis.total_stalls() as usize;
     let lost: Nanos = analysis.total_time_lost();
-    let _ = writeln!(
-        out,
-        "{} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
-        total_connections,
-        plural(total_connections),
-        with_stalls,
-        stalls,
-        plural(stalls),
-        secs(lost)
-    );
+    let points = analysis.per_capture_point();
+    if points.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
+            total_connections,
+            plural(total_connections),
+            with_stalls,
+            stalls,
+            plural(stalls),
+            secs(lost)
+        );
+    } else {
+        // One stall seen at two points is one stall: the totals are given per point,
+        // never summed over the points.
+        let _ = writeln!(out, "at each capture point (not added up):");
+        for p in &points {
+            let _ = writeln!(
+                out,
+                "  {}: {} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
+                escaped(&p.label),
+                p.connections,
+                plural(p.connections as usize),
+                p.connections_with_stalls,
+                p.stalls,
+                plural(p.stalls as usize),
+                secs(p.time_lost)
+            );
+        }
+    }
     // Many connections stalling the same way: that is the finding, before any one of them.
     if let Some(group) = super::groups::largest(analysis) {
         let _ = writeln!(out, "\n{}", group.describe(lost));
