@@ -66,6 +66,20 @@ impl Confusion {
         c
     }
 
+    /// `predicted` against `measured`, leaving out the transactions `unjudged` marks
+    /// (their measurement says neither).
+    pub fn of_judged(predicted: &[bool], measured: &[bool], unjudged: &[bool]) -> Confusion {
+        let judged = |values: &[bool]| -> Vec<bool> {
+            values
+                .iter()
+                .zip(unjudged)
+                .filter(|(_, u)| !**u)
+                .map(|(&v, _)| v)
+                .collect()
+        };
+        Confusion::of(&judged(predicted), &judged(measured))
+    }
+
     pub fn add(&mut self, other: Confusion) {
         self.true_positives += other.true_positives;
         self.false_positives += other.false_positives;
