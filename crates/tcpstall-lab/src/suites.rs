@@ -10,9 +10,9 @@ use tcpstall_sim::scenario::ScenarioFile;
 
 use crate::Result;
 use crate::capture::Point;
-use crate::compare::{Confusion, SimComparison, analyzer_stalled, compare_with_simulator};
+use crate::compare::{Confusion, SimComparison, compare_with_simulator};
 use crate::delayline::{Lateness, Variation};
-use crate::lab::{Lab, LabRun, RunOptions, diagnose};
+use crate::lab::{Lab, LabRun, RunOptions, analyzer_stalled, diagnose};
 use crate::measure::{LatencySummary, Timed, judge_round_trips};
 use crate::programs::{Java, Program, ProgramRun};
 
@@ -462,7 +462,8 @@ pub struct VaryingRow {
     pub run: ProgramRun,
     /// Per round trip: slow by the client's own timing.
     pub slow: Vec<bool>,
-    /// Per round trip: in the band between fast and slow, neither (judged either way).
+    /// Per round trip: in the band between fast and slow, neither (judged either way); the
+    /// first round trip too when it is not fast.
     pub between: Vec<bool>,
     pub points: Vec<PointResult>,
     /// The delay line's queue waits and lateness, per stage, over the run.
@@ -540,11 +541,15 @@ pub fn varying(
                 let latencies: Vec<Duration> = run.round_trips.iter().map(|t| t.latency).collect();
                 let timed = judge_round_trips(&latencies, rtt, rtt.mul_f64(1.0 + path.variation));
                 let late = lateness.max_us > LATE_LIMIT.as_secs_f64() * 1e6;
+                // The first round trip is not judged unless fast: a new connection's
+                // receiver ACKs at once (quick-ACK mode), so no delayed ACK holds it, and a
+                // busy host makes it slow (a JVM warming up: 41 ms on the 1 ms path, 101 ms
+                // on the 30 ms one beside two CPU hogs, with no stall in the capture).
                 let unclear: Vec<(usize, f64)> = timed
                     .iter()
                     .zip(&latencies)
                     .enumerate()
-                    .filter(|(_, (t, _))| **t == Timed::Between)
+                    .filter(|(i, (t, _))| *i > 0 && **t == Timed::Between)
                     .map(|(i, (_, &l))| (i, crate::measure::millis(l)))
                     .collect();
                 let runs = late_runs.len() + unclear_runs.len() + 1;
@@ -557,6 +562,12 @@ pub fn varying(
                     unclear_runs.push(unclear);
                 }
             };
+            let mut timed = timed;
+            if let Some(first) = timed.first_mut()
+                && *first != Timed::Fast
+            {
+                *first = Timed::Between;
+            }
             let slow = timed.iter().map(|&t| t == Timed::Slow).collect::<Vec<_>>();
             let between = timed
                 .iter()
