@@ -422,3 +422,20 @@ fn bad_usage_is_one_line_and_exit_2() {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
 }
+
+#[test]
+fn echo_pair_on_a_port_in_use_says_so_in_one_line() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("its address").port().to_string();
+    let out = Command::new(echo_pair())
+        .args(["two-writes", "1", &port])
+        .output()
+        .expect("run echo_pair");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("port {port} is in use")),
+        "{stderr}"
+    );
+}

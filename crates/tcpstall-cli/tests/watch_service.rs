@@ -464,6 +464,27 @@ fn bad_service_options_are_one_line_and_exit_2() {
         ],
         &["watch", "--cgroup", "/x", "--unit", "y"],
         &["watch", "--fix-after", "3"],
+        // The fix would attach after watching ended (--fix-after defaults to 10 s).
+        &[
+            "watch",
+            "--cgroup",
+            "/",
+            "--fix",
+            "nodelay",
+            "--duration",
+            "8",
+        ],
+        &[
+            "watch",
+            "--unit",
+            "x",
+            "--fix",
+            "nodelay",
+            "--fix-after",
+            "3",
+            "--duration",
+            "2",
+        ],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
             .args(args)
