@@ -200,6 +200,19 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Some(s) => Duration::from_secs_f64(s),
         None => Duration::from_secs_f64(DEFAULT_FIX_AFTER_S),
     };
+    // A fix on a running service attaches only after `fix_after`: a shorter watch would
+    // end without trying it.
+    if let (Some(fix), Some(d)) = (args.fix, args.duration)
+        && service_target
+        && d <= fix_after.as_secs_f64()
+    {
+        eprintln!(
+            "tcpstall watch: --duration {d} ends before --fix {} attaches (--fix-after {} s); give a longer --duration or a shorter --fix-after",
+            fix.name(),
+            fix_after.as_secs_f64()
+        );
+        return ExitCode::from(EXIT_CANNOT_RUN);
+    }
     if !(args.min_stall.is_finite() && args.min_stall >= 0.0) {
         eprintln!("tcpstall watch: --min-stall must be a number of milliseconds, 0 or more");
         return ExitCode::from(EXIT_CANNOT_RUN);
