@@ -6,19 +6,20 @@
 # (cargo install cargo-deb --locked). Prints the package's path last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! cargo deb --version >/dev/null 2>&1; then
+cargo="${CARGO:-cargo}"
+if ! "$cargo" deb --version >/dev/null 2>&1; then
     echo "build-deb: cargo-deb is not installed (cargo install cargo-deb --locked)" >&2
     exit 2
 fi
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 assets=target/deb-assets
 
-cargo build --release -p tcpstall-cli --bin tcpstall
+"$cargo" build --release -p tcpstall-cli --bin tcpstall
 bin="$target_dir/release/tcpstall"
 
 rm -rf "$assets"
 mkdir -p "$assets/man" "$assets/completions"
-"$bin" man --dir "$assets/man" 2>/dev/null
+"$bin" man --dir "$assets/man"
 "$bin" completions bash > "$assets/completions/tcpstall.bash"
 "$bin" completions zsh > "$assets/completions/_tcpstall"
 "$bin" completions fish > "$assets/completions/tcpstall.fish"
@@ -27,4 +28,4 @@ mkdir -p "$assets/man" "$assets/completions"
 # (--dbgsym puts them in a tcpstall-dbgsym package instead). cargo deb warns that the
 # generated files under target/ are not Cargo's to build, which they are not. It prints
 # the package's path on its standard output.
-cargo deb --no-build -p tcpstall-cli --strip "$@"
+"$cargo" deb --no-build -p tcpstall-cli --strip "$@"
