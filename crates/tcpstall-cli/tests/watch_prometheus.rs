@@ -7,34 +7,13 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::TempDir;
+use common::prometheus::{Reaped, wait_for};
 use common::truth::LOOPBACK;
 use common::watch::{can_watch, echo_pair, free_port, http_get};
-
-/// Kills (SIGKILL) and reaps a child this test started, whatever the test's outcome.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Polls `probe` every 250 ms until it gives a value or `limit` passes.
-fn wait_for<T>(limit: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if let Some(v) = probe() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    None
-}
 
 #[test]
 #[ignore = "needs prometheus (apt-get install prometheus) and root; .ci/run runs it"]
