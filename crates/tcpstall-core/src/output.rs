@@ -176,24 +176,38 @@ impl OutputFile {
         let Some(out) = self.out.take() else {
             return Ok(());
         };
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        // A close can report a write that failed late (NFS, a quota); it is not retried
-        // on EINTR (close(2): the descriptor is gone either way).
-        if unsafe { libc::close(file.into_raw_fd()) } != 0 {
-            let e = io::Error::last_os_error();
-            let _ = unlink_at(self.dir.as_raw_fd(), &self.temp);
-            return Err(e);
-        }
         let fd = self.dir.as_raw_fd();
-        let renamed =
-            unsafe { libc::renameat(fd, self.temp.as_ptr(), fd, self.target.as_ptr()) } == 0;
-        if !renamed {
-            let e = io::Error::last_os_error();
+        let finished = finish(out).and_then(|()| {
+            if unsafe { libc::renameat(fd, self.temp.as_ptr(), fd, self.target.as_ptr()) } == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        });
+        if finished.is_err() {
             let _ = unlink_at(fd, &self.temp);
+        }
+        finished
+    }
+}
+
+/// Flushes and closes a new file, with the error of either.
+fn finish(out: BufWriter<File>) -> io::Result<()> {
+    let file = match out.into_inner() {
+        Ok(file) => file,
+        Err(e) => {
+            // What the buffer holds is dropped, not flushed a second time.
+            let (e, out) = e.into_parts();
+            drop(out.into_parts());
             return Err(e);
         }
-        Ok(())
+    };
+    // A close can report a write that failed late (NFS, a quota); it is not retried on
+    // EINTR (close(2): the descriptor is gone either way).
+    if unsafe { libc::close(file.into_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok(())
 }
 
 impl Write for OutputFile {
@@ -410,6 +424,21 @@ mod tests {
                 .iter()
                 .all(|(_, t)| { !t.to_string_lossy().starts_with(".out.json.") })
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_commit_that_fails_leaves_no_new_file() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = temp("failed_commit");
+        let target = dir.join("sub");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("inside"), b"x").unwrap();
+        // A non-empty directory cannot be renamed over: the commit's last step fails.
+        let mut file = OutputFile::create(&target).unwrap();
+        file.write_all(b"page").unwrap();
+        assert!(file.commit().is_err());
+        assert_eq!(names(&dir), ["sub"]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
