@@ -346,6 +346,16 @@ mod tests {
     }
 
     #[test]
+    fn a_name_in_dev_is_refused_before_anything_is_created_there() {
+        // /dev/stdout is a link: replacing it would take it from every program.
+        for path in ["/dev/stdout", "/dev/tcpstall-not-there.html"] {
+            let e = check(&[Output::file("--html", Path::new(path))], &[]).unwrap_err();
+            assert!(e.contains("is in /dev"), "{e}");
+        }
+        assert!(!Path::new("/dev/tcpstall-not-there.html").exists());
+    }
+
+    #[test]
     fn a_path_for_two_outputs_is_refused_even_before_it_exists() {
         let dir = temp("twice");
         let a = dir.join("out.html");

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -209,7 +209,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> Fallible<String> {
 }
 
 /// Writes `bytes` at `path` whole, or leaves what was there (`tcpstall_core::output`).
-fn write_file(path: &PathBuf, bytes: &[u8]) -> Fallible<()> {
+fn write_file(path: &Path, bytes: &[u8]) -> Fallible<()> {
     output::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("tcpstall: wrote {}", path.display());
     Ok(())
