@@ -18,7 +18,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use tcpstall_core::output::OutputDir;
+use tcpstall_core::output::{OutputDir, without_trailing_slash};
 
 /// What an output option writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,8 +79,9 @@ pub fn check(outputs: &[Output], inputs: &[Input]) -> Result<(), String> {
                 "{flag} needs a file to write (standard output carries the report)"
             ));
         }
-        // What stands at the name: the name is what is replaced.
-        let existing = std::fs::symlink_metadata(output.path).ok();
+        // What stands at the name (`g/` looked at as `g`, not resolved): the name is
+        // what is replaced.
+        let existing = std::fs::symlink_metadata(without_trailing_slash(output.path)).ok();
         if let Some(meta) = &existing
             && let Some((_, what)) = inputs
                 .iter()

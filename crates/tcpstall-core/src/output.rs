@@ -86,7 +86,9 @@ impl OutputDir {
         Self::open_no_follow(path)
     }
 
-    fn open_no_follow(path: &Path) -> io::Result<OutputDir> {
+    fn open_no_follow(given: &Path) -> io::Result<OutputDir> {
+        // `g/` resolves a link at `g`: the name is looked at without its trailing slash.
+        let path = &without_trailing_slash(given);
         let link = || {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -110,7 +112,7 @@ impl OutputDir {
             })?;
         Ok(OutputDir {
             dir,
-            path: path.to_path_buf(),
+            path: given.to_path_buf(),
         })
     }
 
@@ -242,6 +244,12 @@ impl Drop for OutputFile {
             let _ = unlink_at(self.dir.as_raw_fd(), &self.temp);
         }
     }
+}
+
+/// `path` without the slashes at its end (`g/` as `g`), so that a link at its last name is
+/// seen rather than resolved; `/` stays itself.
+pub fn without_trailing_slash(path: &Path) -> PathBuf {
+    path.components().collect()
 }
 
 /// Writes `bytes` as the file at `path`, whole or not at all.
@@ -466,8 +474,10 @@ mod tests {
         std::fs::create_dir(&real).unwrap();
         let link = dir.join("g");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let e = OutputDir::create(&link).unwrap_err();
-        assert!(e.to_string().contains("symbolic link"), "{e}");
+        for name in ["g", "g/", "g//"] {
+            let e = OutputDir::create(&dir.join(name)).unwrap_err();
+            assert!(e.to_string().contains("symbolic link"), "{name}: {e}");
+        }
         let made = OutputDir::create(&dir.join("new")).unwrap();
         made.write(OsStr::new("a.svg"), b"<svg/>").unwrap();
         assert_eq!(std::fs::read(dir.join("new/a.svg")).unwrap(), b"<svg/>");
