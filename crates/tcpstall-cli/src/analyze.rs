@@ -282,6 +282,7 @@ fn finish_on_interrupt() {
     let interrupted = AtomicBool::new(false);
     let result = ctrlc::set_handler(move || {
         if interrupted.swap(true, Ordering::SeqCst) {
+            tcpstall_core::output::remove_unfinished();
             std::process::exit(130);
         }
         eprintln!("tcpstall: interrupted: analysing what was captured (Ctrl-C again to quit)");

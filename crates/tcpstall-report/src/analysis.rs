@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use tcpstall_core::analyze::Analysis;
 use tcpstall_core::detect::{Pattern, StallEvent};
 use tcpstall_core::diagnosis::{ConnectionDiagnosis, Role};
+use tcpstall_core::output::{self, OutputDir};
 use tcpstall_core::report::text;
 use tcpstall_core::segment::{Nanos, secs};
 
@@ -558,12 +559,20 @@ pub struct Written {
     pub connections_drawn: usize,
 }
 
-fn write(path: &Path, bytes: &[u8], written: &mut Written) -> Result<(), ReportError> {
-    std::fs::write(path, bytes).map_err(|source| ReportError::Write {
-        path: path.display().to_string(),
-        source,
-    })?;
-    written.files.push(path.to_path_buf());
+/// Writes `name` in `dir` whole, or leaves what was there (`tcpstall_core::output`).
+fn write(
+    dir: &OutputDir,
+    name: &str,
+    bytes: &[u8],
+    written: &mut Written,
+) -> Result<(), ReportError> {
+    let path = dir.path().join(name);
+    dir.write(name.as_ref(), bytes)
+        .map_err(|source| ReportError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
+    written.files.push(path);
     Ok(())
 }
 
@@ -596,7 +605,8 @@ pub fn write_reports(
     let graphs = draw(analysis, traces);
     written.connections_drawn = graphs.len();
     if let Some(dir) = graphs_dir {
-        std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+        // Created if missing; never a link (see `OutputDir::create`).
+        let dir = OutputDir::create(dir).map_err(|source| ReportError::Write {
             path: dir.display().to_string(),
             source,
         })?;
@@ -611,19 +621,19 @@ pub fn write_reports(
             }
             pictures.push((format!("conn{n}-round-trips"), &g.histogram));
             for (name, svg) in pictures {
-                write(
-                    &dir.join(format!("{name}.svg")),
-                    svg.as_bytes(),
-                    &mut written,
-                )?;
+                write(&dir, &format!("{name}.svg"), svg.as_bytes(), &mut written)?;
                 let png = png::svg_to_png(svg, &name, 1.5)?;
-                write(&dir.join(format!("{name}.png")), &png, &mut written)?;
+                write(&dir, &format!("{name}.png"), &png, &mut written)?;
             }
         }
     }
     if let Some(path) = html_path {
         let page = html(analysis, &graphs, note);
-        write(path, page.as_bytes(), &mut written)?;
+        output::write(path, page.as_bytes()).map_err(|source| ReportError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
+        written.files.push(path.to_path_buf());
     }
     Ok(written)
 }
