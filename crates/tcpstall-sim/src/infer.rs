@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 use tcpstall_core::detect::{Pattern, StallClass};
 use tcpstall_core::diagnosis::{
-    ConnectionDiagnosis, FixKind, InferredScenario, InferredValue, Role, TimerGuess,
+    ConnectionDiagnosis, FixKind, InferredScenario, InferredValue, Role, TimerGuess, predicted_gain,
 };
 use tcpstall_core::flow::MssSource;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
@@ -518,6 +518,10 @@ fn variant_of(kind: FixKind, inferred: &Inferred) -> Option<(String, ScenarioFil
             holder.nagle = Some("minshall".into());
             format!("Minshall's Nagle on the {holder_name}")
         }
+        FixKind::Cork => {
+            holder.options.cork = true;
+            format!("TCP_CORK around each message on the {holder_name}")
+        }
         FixKind::AckAtOnce => {
             delayer.options.quickack = true;
             format!("no delayed ACKs on the {delayer_name}")
@@ -578,7 +582,11 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
                 (
                     v.name.clone(),
                     per_transaction(v).round() as Nanos,
-                    v.speedup,
+                    if reproduced {
+                        predicted_gain(duration, v.speedup, lost).1
+                    } else {
+                        v.speedup
+                    },
                     share(v),
                 )
             })

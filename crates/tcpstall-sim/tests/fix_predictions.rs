@@ -254,3 +254,40 @@ fn the_inferred_mss_counts_timestamps_only_when_the_capture_carries_them() {
         );
     }
 }
+
+/// A server that writes headers and body in two calls holds: its fixes are its own
+/// writes (one write, TCP_CORK, TCP_NODELAY) and its client's ACKs; pipelining is not
+/// offered to it, since only the side sending the requests can keep two in flight.
+/// Every gain is the same figure in the list and in the simulated variants.
+#[test]
+fn a_server_holder_is_offered_fixes_it_can_apply() {
+    let c = analyzed(&scenario_file("seed004-http-keepalive.toml"));
+    let direction = &c.directions[0];
+    assert_eq!(direction.holder, tcpstall_core::diagnosis::Role::Server);
+    let kinds: Vec<FixKind> = direction.fixes.iter().map(|f| f.kind).collect();
+    assert!(!kinds.contains(&FixKind::TwoInFlight), "{kinds:?}");
+    for kind in [FixKind::OneWrite, FixKind::Cork, FixKind::NoDelay] {
+        let fix = direction
+            .fixes
+            .iter()
+            .find(|f| f.kind == kind)
+            .unwrap_or_else(|| panic!("no {kind:?}: {kinds:?}"));
+        assert_eq!(fix.role, direction.holder, "{kind:?} goes to the holder");
+        let p = fix.predicted.expect("simulated");
+        assert_eq!(p.stalled_share, 0.0, "{kind:?} removes every stall");
+    }
+    let inferred = c.inferred.as_ref().expect("inferred");
+    for fix in &direction.fixes {
+        let Some(p) = fix.predicted else { continue };
+        assert!(
+            inferred
+                .variants
+                .iter()
+                .any(|(_, _, speedup, _)| *speedup == p.speedup),
+            "{:?}: {:.1}x in the list, not among the variants {:?}",
+            fix.kind,
+            p.speedup,
+            inferred.variants
+        );
+    }
+}

@@ -22,6 +22,8 @@ pub enum FixKind {
     OneWriteNoDelay,
     /// A stack with Minshall's Nagle variant on the holder.
     Minshall,
+    /// TCP_CORK (TCP_NOPUSH on BSD and macOS) around each message on the holder.
+    Cork,
     /// No delayed ACKs on the delayer (TCP_QUICKACK after every read, a route's
     /// quickack, TcpAckFrequency=1).
     AckAtOnce,
@@ -38,6 +40,7 @@ impl FixKind {
             FixKind::NoDelay => "tcp-nodelay",
             FixKind::OneWriteNoDelay => "one-write-tcp-nodelay",
             FixKind::Minshall => "minshall-nagle",
+            FixKind::Cork => "cork",
             FixKind::AckAtOnce => "ack-at-once",
             FixKind::MoreInFlight => "more-in-flight",
         }
@@ -140,11 +143,34 @@ impl fmt::Display for FixAction {
     }
 }
 
+/// A simulated speed-up made a prediction for the captured connection: its time with
+/// the fix (its duration over the speed-up) and the speed-up, saving at most `lost`,
+/// the time the connection lost to its stalls (a fix cannot give back more than was
+/// lost; when the simulation promised more, the time and speed-up are those of the
+/// saving kept). Every place that shows a fix's gain reads it through this.
+pub fn predicted_gain(duration: Nanos, speedup: f64, lost: Nanos) -> (Nanos, f64) {
+    let duration = duration.max(0);
+    let mut speedup = if speedup.is_finite() && speedup > 0.0 {
+        speedup
+    } else {
+        1.0
+    };
+    let mut time = (duration as f64 / speedup).round() as Nanos;
+    let lost = lost.clamp(0, duration);
+    if duration - time > lost {
+        time = duration - lost;
+        speedup = if time > 0 {
+            duration as f64 / time as f64
+        } else {
+            1.0
+        };
+    }
+    (time, speedup)
+}
+
 impl Fix {
     /// Records a simulated outcome: `saves` becomes the simulated saving, at most `lost`
-    /// (the time the connection lost to its stalls: a fix cannot give back more than
-    /// was lost). When the simulation promised more, its time and speed-up are those of
-    /// the saving kept.
+    /// ([`predicted_gain`]).
     pub fn set_prediction(
         &mut self,
         duration: Nanos,
@@ -152,23 +178,8 @@ impl Fix {
         stalled_share: f64,
         lost: Nanos,
     ) {
-        let duration = duration.max(0);
-        let mut speedup = if speedup.is_finite() && speedup > 0.0 {
-            speedup
-        } else {
-            1.0
-        };
-        let mut time = (duration as f64 / speedup).round() as Nanos;
-        let lost = lost.clamp(0, duration);
-        if duration - time > lost {
-            time = duration - lost;
-            speedup = if time > 0 {
-                duration as f64 / time as f64
-            } else {
-                1.0
-            };
-        }
-        self.saves = (duration - time).max(0);
+        let (time, speedup) = predicted_gain(duration, speedup, lost);
+        self.saves = (duration.max(0) - time).max(0);
         self.predicted = Some(Prediction {
             time,
             speedup,
@@ -205,7 +216,9 @@ pub struct InferredScenario {
     /// The simulation stalled as the capture did; when not, the fixes keep their
     /// estimates.
     pub reproduced: bool,
-    /// Every variant run: its name, time per transaction, speed-up and share stalled.
+    /// Every variant run: its name, simulated time per transaction, the speed-up it
+    /// predicts for the captured connection (as its fix shows it, [`predicted_gain`])
+    /// and share stalled.
     pub variants: Vec<(String, Nanos, f64, f64)>,
 }
 
@@ -287,6 +300,26 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
                             "a tail behind full-sized segments is then not held",
                         ));
                     }
+                }
+                // A server holds a response written in pieces: the fixes are its own
+                // writes. Pipelining is not among them: only the side that sends the
+                // requests can keep two in flight.
+                _ if d.holder == Role::Server => {
+                    fixes.extend(holder_fix(
+                        FixKind::OneWrite,
+                        "write each response in one call (headers and body in one buffer, or writev/sendmsg)",
+                        "nothing is left for Nagle to hold",
+                    ));
+                    fixes.extend(holder_fix(
+                        FixKind::Cork,
+                        "cork each response: TCP_CORK on Linux (TCP_NOPUSH on BSD, macOS) before its first write, off after its last",
+                        "its pieces leave together when uncorked; no code change to how it writes",
+                    ));
+                    fixes.extend(holder_fix(
+                        FixKind::NoDelay,
+                        "set TCP_NODELAY",
+                        "every small write leaves at once; more small packets; on Linux, try it on the unchanged program first: tcpstall watch --fix nodelay -- PROGRAM",
+                    ));
                 }
                 _ => {
                     fixes.extend(holder_fix(

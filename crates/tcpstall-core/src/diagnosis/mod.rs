@@ -13,7 +13,9 @@ mod fixes;
 mod timer;
 mod verdict;
 
-pub use fixes::{Fix, FixAction, FixKind, InferredScenario, InferredValue, Prediction};
+pub use fixes::{
+    Fix, FixAction, FixKind, InferredScenario, InferredValue, Prediction, predicted_gain,
+};
 pub use timer::{DelayedAckProfile, TimerGuess, infer_timer};
 pub use verdict::{ConnectionDiagnosis, Verdict, diagnose};
 
