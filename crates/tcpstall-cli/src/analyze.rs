@@ -24,6 +24,11 @@ use crate::Status;
 use crate::outputs;
 use crate::sink::{Annotate, Graphs, Json, Sink, Text};
 
+/// Stalled connections whose fixes are simulated by default, in `analyze` and wherever
+/// else a capture is analysed for a person (the lab's own capture): one prediction of
+/// each fix's gain everywhere.
+pub const SIMULATED_FIXES: usize = 20;
+
 #[derive(Args)]
 pub struct AnalyzeArgs {
     /// Capture files (pcap or pcapng, plain or gzip- or zstd-compressed) or directories
@@ -48,7 +53,7 @@ pub struct AnalyzeArgs {
     explain: bool,
     /// Simulate the fixes of the N worst stalled connections on their inferred scenarios
     /// (the others keep an estimate); 0: none
-    #[arg(long, value_name = "N", default_value_t = 20)]
+    #[arg(long, value_name = "N", default_value_t = SIMULATED_FIXES)]
     simulate_fixes: usize,
     /// Also show connections without any gap
     #[arg(long)]

@@ -313,9 +313,16 @@ fn run_one(
         ));
     }
     if let Some(analysis) = &run.analysis {
+        // The fixes' gains simulated as `analyze` simulates them, not the estimates.
+        let mut analysis = analysis.clone();
+        tcpstall_sim::infer::predict_worst(
+            &mut analysis.connections,
+            crate::analyze::SIMULATED_FIXES,
+            tcpstall_sim::infer::Limits::default(),
+        );
         out.push_str("\nthe analyzer on the lab's capture:\n");
         out.push_str(&text::render(
-            analysis,
+            &analysis,
             text::TextOptions {
                 stalls: false,
                 all: true,

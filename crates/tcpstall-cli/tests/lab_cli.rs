@@ -122,6 +122,24 @@ fn capture_is_diagnosed_and_agrees_with_the_measurement() {
         if !stdout(&again).contains("nagle") && !stdout(&again).contains("Nagle") {
             return Err(format!("analyze of the written pcap: {}", stdout(&again)));
         }
+        // One prediction of each fix's gain: the lab's report and analyze on the same
+        // capture give the same figures.
+        let gains = |report: &str| -> Vec<String> {
+            report
+                .lines()
+                .filter(|l| l.contains("faster"))
+                .map(|l| l.trim().to_string())
+                .collect()
+        };
+        let (lab_gains, analyze_gains) = (gains(&text), gains(&stdout(&again)));
+        assert!(
+            !lab_gains.is_empty(),
+            "no fix gains in the lab's report:\n{text}"
+        );
+        assert_eq!(
+            lab_gains, analyze_gains,
+            "the lab and analyze disagree on the fixes"
+        );
         Ok(())
     });
     let _ = std::fs::remove_dir_all(&dir);
