@@ -42,7 +42,10 @@ struct Run {
 
 /// Runs `tcpstall` with `args` under RLIMIT_CPU and RLIMIT_AS, and takes its resource
 /// usage from wait4.
-#[allow(clippy::zombie_processes, reason = "wait4 reaps the child, with its usage")]
+#[allow(
+    clippy::zombie_processes,
+    reason = "wait4 reaps the child, with its usage"
+)]
 fn run_bounded(args: &[&str]) -> Run {
     let mut command = Command::new(BIN);
     command
