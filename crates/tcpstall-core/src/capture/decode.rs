@@ -229,8 +229,8 @@ fn decode_general(
 }
 
 /// Follows the layers from `layer` down to TCP, within `budget` layers; `overlay` is
-/// the overlay network the packet is in so far (0: none). `beyond_frame` is set when an
-/// IP header claims more than the frame holds.
+/// the overlay network the packet is in so far (0: none). `beyond_frame` is set when the
+/// segment's IP header (or a fragment's) claims more than the frame holds.
 fn walk(
     packet: &Packet<'_>,
     mut layer: Layer<'_>,
@@ -262,13 +262,18 @@ fn walk(
             layer = enter(inner?, &mut overlay);
             continue;
         }
-        let network = network_payload(&sliced, packet, beyond_frame)?;
+        let network = network_payload(&sliced, packet)?;
         let next = match network.fragment {
-            None => transport(packet, &network, &sliced, overlay)?,
+            None => {
+                let next = transport(packet, &network, &sliced, overlay)?;
+                *beyond_frame |= network.beyond_frame && matches!(next, Next::Segment(_));
+                next
+            }
             Some(piece) => {
                 let Some(table) = fragments.as_deref_mut() else {
                     return Err(SkipReason::IpFragment.into());
                 };
+                *beyond_frame |= network.beyond_frame;
                 let key = FragmentKey {
                     source: network.source,
                     destination: network.destination,
@@ -287,6 +292,7 @@ fn walk(
                     bytes: &whole.head,
                     declared: whole.len,
                     fragment: None,
+                    beyond_frame: false,
                     ..network
                 };
                 // The datagram's bytes live here: what is inside is followed from here.
@@ -334,7 +340,8 @@ struct Piece {
 }
 
 /// The payload of an IP packet: its addresses, protocol, captured bytes, and the length
-/// its header declares (the capture may have cut the bytes short).
+/// its header declares (the capture may have cut the bytes short), or the frame's when
+/// the header claims more than the frame had (`beyond_frame`).
 #[derive(Clone, Copy)]
 struct NetworkPayload<'a> {
     source: IpAddr,
@@ -343,6 +350,7 @@ struct NetworkPayload<'a> {
     bytes: &'a [u8],
     declared: usize,
     fragment: Option<Piece>,
+    beyond_frame: bool,
 }
 
 /// The payload length an IP header declares, `total` bytes counted from the header's
@@ -350,27 +358,22 @@ struct NetworkPayload<'a> {
 /// trusted when it fits in the frame's original length (a snap length cuts the captured
 /// bytes, never the wire's); one that claims more cannot be right (RFC 791 3.1: total
 /// length is the datagram's, RFC 8200 3: payload length is the rest of the packet), and
-/// the frame decides: its bytes after the headers, flagged in `beyond_frame`.
+/// the frame decides: its bytes after the headers (then the second value is true).
 fn declared_payload(
     packet: &Packet<'_>,
     header: &[u8],
     total: usize,
     payload_offset: usize,
-    beyond_frame: &mut bool,
-) -> usize {
+) -> (usize, bool) {
     match packet.wire_bytes_from(header) {
-        Some(room) if total > room => {
-            *beyond_frame = true;
-            room.saturating_sub(payload_offset)
-        }
-        _ => total - payload_offset,
+        Some(room) if total > room => (room.saturating_sub(payload_offset), true),
+        _ => (total - payload_offset, false),
     }
 }
 
 fn network_payload<'a>(
     sliced: &LaxSlicedPacket<'a>,
     packet: &Packet<'_>,
-    beyond_frame: &mut bool,
 ) -> Result<NetworkPayload<'a>, SkipReason> {
     match &sliced.net {
         Some(LaxNetSlice::Ipv4(ipv4)) => {
@@ -380,10 +383,10 @@ fn network_payload<'a>(
                 payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
             let total = usize::from(header.total_len());
             // A total length of 0 is what TSO-offloaded packets carry in captures.
-            let declared = if total >= payload_offset {
-                declared_payload(packet, header.slice(), total, payload_offset, beyond_frame)
+            let (declared, beyond_frame) = if total >= payload_offset {
+                declared_payload(packet, header.slice(), total, payload_offset)
             } else {
-                payload.payload.len()
+                (payload.payload.len(), false)
             };
             let fragment = payload.fragmented.then(|| Piece {
                 offset: u32::from(header.fragments_offset().byte_offset()),
@@ -397,6 +400,7 @@ fn network_payload<'a>(
                 bytes: payload.payload,
                 declared,
                 fragment,
+                beyond_frame,
             })
         }
         Some(LaxNetSlice::Ipv6(ipv6)) => {
@@ -405,11 +409,12 @@ fn network_payload<'a>(
             let payload_offset =
                 payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
             let total = 40 + usize::from(header.payload_length());
-            let declared = if header.payload_length() != 0 && total >= payload_offset {
-                declared_payload(packet, header.slice(), total, payload_offset, beyond_frame)
-            } else {
-                payload.payload.len()
-            };
+            let (declared, beyond_frame) =
+                if header.payload_length() != 0 && total >= payload_offset {
+                    declared_payload(packet, header.slice(), total, payload_offset)
+                } else {
+                    (payload.payload.len(), false)
+                };
             let fragment = if payload.fragmented {
                 let piece = ipv6
                     .extensions()
@@ -434,6 +439,7 @@ fn network_payload<'a>(
                 bytes: payload.payload,
                 declared,
                 fragment,
+                beyond_frame,
             })
         }
         Some(LaxNetSlice::Arp(_)) | None => Err(match &sliced.stop_err {
@@ -584,6 +590,15 @@ mod tests {
             assert_eq!(decoder.decode(&packet, &mut segment), Decoded::Segment);
             assert_eq!(segment.payload_len, 12);
         }
+        assert_eq!(decoder.ip_length_beyond_frame(), 2);
+        // A packet that is not TCP: its length does not count towards any answer.
+        let mut udp = v4.clone();
+        udp[23] = 17;
+        let packet = packet_of(&udp, udp.len());
+        assert_eq!(
+            decoder.decode(&packet, &mut segment),
+            Decoded::Skipped(SkipReason::NotTcp)
+        );
         assert_eq!(decoder.ip_length_beyond_frame(), 2);
         // Cut by a snap length: the header's length stands while it fits in the frame's
         // original length (here 1,000 bytes of data on the wire).
