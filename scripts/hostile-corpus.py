@@ -531,6 +531,18 @@ def timestamps(corpus):
     corpus.write("time-nsec-over-a-billion.pcap",
                  pcap([(1_700_000_000, 1_000_000_000 + t * 1000, d) for t, d in packets],
                       nanos=True))
+    # Data and its ACK 45 years apart, three times in one connection: round trips of
+    # 1.4 * 10^18 ns, whose smoothed averages overflow 64 bits unless computed wider.
+    year = 365 * 86400
+    exchange = []
+    for i in range(3):
+        seq, ack = 1001 + 10 * i, 5001
+        data = tcp(40000, 8080, seq, ack, PSH | ACK, b"q" * 10)
+        reply = tcp(8080, 40000, ack, seq + 10, ACK)
+        exchange.append((i * 45 * year + 1, 0, ethernet(ipv4(data))))
+        exchange.append(((i + 1) * 45 * year, 0,
+                         ethernet(ipv4(reply, src="10.0.0.2", dst="10.0.0.1"))))
+    corpus.write("time-round-trips-of-45-years.pcap", pcap(exchange))
     out = shb() + idb(tsresol=9)
     for i, (t, d) in enumerate(packets):
         out += epb(0, (0xFFFFFFFFFFFFFFFF - i * 10**15) if i % 2 else i, d)
