@@ -85,6 +85,27 @@ pub struct AnalyzeArgs {
     /// takes one capture file, or - (reads the capture twice)
     #[arg(long, value_name = "OUT.pcapng")]
     annotate: Option<PathBuf>,
+    /// How far a gzip- or zstd-compressed capture may expand: RATIO decompressed bytes
+    /// per compressed byte, beyond the first 64 MiB (a stream that expands further is
+    /// refused as a decompression bomb); `unlimited` lifts the limit
+    #[arg(long, value_name = "RATIO", default_value = "1000", value_parser = max_expansion)]
+    max_expansion: MaxExpansion,
+}
+
+/// `--max-expansion`: a ratio, or none.
+#[derive(Clone, Copy, Debug)]
+struct MaxExpansion(Option<u64>);
+
+fn max_expansion(text: &str) -> Result<MaxExpansion, String> {
+    if text == "unlimited" {
+        return Ok(MaxExpansion(None));
+    }
+    match text.parse::<u64>() {
+        Ok(ratio) if ratio >= 1 => Ok(MaxExpansion(Some(ratio))),
+        _ => Err(format!(
+            "expected a whole number of at least 1, or `unlimited`, got `{text}`"
+        )),
+    }
 }
 
 /// Every output this run writes, in the order it writes them: the report on standard
@@ -120,6 +141,8 @@ pub fn run(args: &AnalyzeArgs) -> Result<Status, String> {
             args.min_gap
         ));
     }
+    // Every read of the captures in this run, the second pass's included.
+    tcpstall_core::capture::set_max_expansion(args.max_expansion.0);
     let mut sinks = sinks(args);
     check_outputs(args, &sinks)?;
     for sink in &mut sinks {

@@ -777,6 +777,219 @@ fn ip_fragments_are_counted_as_skipped() {
     assert_original_stalls(&report, "fragments");
 }
 
+/// The shipped exchange with the IPv4 total length of every data segment (the held
+/// ones among them) set to `total`, each record cut to `snap` bytes (0: whole).
+fn with_ip_total_length(total: u16, snap: usize) -> Vec<u8> {
+    let records: Vec<PcapRecord> = original_records()
+        .iter()
+        .map(|r| {
+            let mut frame = r.frame.clone();
+            if r.payload_len() > 0 {
+                frame[16..18].copy_from_slice(&total.to_be_bytes());
+            }
+            let orig_len = frame.len() as u32;
+            if snap > 0 {
+                frame.truncate(snap);
+            }
+            PcapRecord {
+                orig_len,
+                ..PcapRecord::whole(r, frame, false)
+            }
+        })
+        .collect();
+    write_pcap(Endian::Little, false, LINK_ETHERNET, MAX_RECORD, &records)
+}
+
+/// An IPv4 total length longer than the frame was on the wire cannot be right: the
+/// payload is what the frame holds after the headers, and a warning counts the packets.
+/// A record cut by the snap length keeps the length its IP header gives, as long as it
+/// fits in the frame's original length.
+#[test]
+fn ip_length_longer_than_the_frame_is_taken_from_the_frame() {
+    const SNAP: usize = 80;
+    let data_segments = original_records()
+        .iter()
+        .filter(|r| r.payload_len() > 0)
+        .count();
+    assert!(data_segments > 9, "the held segments are among them");
+    let original = analyze_json(Path::new(ORIGINAL));
+    let dir = TempDir::new("malformed", "ip-length");
+    let path = dir.write("ip-length.pcap", &with_ip_total_length(65_535, 0));
+    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    let report = parse_report(&out, "IP length over the frame");
+    assert_original_stalls(&report, "IP length over the frame");
+    for key in ["bytes_client_to_server", "bytes_server_to_client"] {
+        assert_eq!(
+            report["connections"][0][key], original["connections"][0][key],
+            "{key}"
+        );
+    }
+    let warning =
+        format!("{data_segments} packets have an IP length longer than the frame they came in");
+    assert!(stderr.contains(&warning), "stderr: {stderr}");
+    let warnings = report["input"]["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().is_some_and(|w| w.contains(&warning))),
+        "{warnings:?}"
+    );
+
+    // Cut to 80 bytes by the snap length (past the headers, inside the data): the IP
+    // header's length is the packet's (it fits in the frame's original length), with no
+    // warning.
+    let records = original_records();
+    let snapped: Vec<PcapRecord> = records
+        .iter()
+        .map(|r| PcapRecord {
+            orig_len: r.frame.len() as u32,
+            ..PcapRecord::whole(r, r.frame[..r.frame.len().min(SNAP)].to_vec(), false)
+        })
+        .collect();
+    let snapped = write_pcap(Endian::Little, false, LINK_ETHERNET, SNAP as u32, &snapped);
+    let report = report_of("ip-length", "snapped.pcap", &snapped);
+    assert_original_stalls(&report, "snap length 80");
+    assert_eq!(report["input"]["warnings"], serde_json::json!([]));
+    assert_eq!(
+        report["connections"][0]["bytes_client_to_server"],
+        original["connections"][0]["bytes_client_to_server"]
+    );
+    // ... and cut, with a length past the original frame: taken from the frame.
+    let report = report_of(
+        "ip-length",
+        "both.pcap",
+        &with_ip_total_length(65_535, SNAP),
+    );
+    assert_original_stalls(&report, "snap length 80, IP length over the frame");
+    let warnings = report["input"]["warnings"].to_string();
+    assert!(warnings.contains(&warning), "{warnings}");
+}
+
+/// A pcapng section keeps 65,536 interfaces; the packets on any past them are skipped
+/// and counted, apart from those on interfaces never declared.
+#[test]
+fn pcapng_interfaces_past_the_limit_are_counted() {
+    const KEPT: u32 = 65_536;
+    let e = Endian::Little;
+    let mut file = ng_section_header(e);
+    let interface = ng_interface(e, LINK_ETHERNET as u16, None, None);
+    for _ in 0..KEPT + 2 {
+        file.extend(&interface);
+    }
+    for r in original_records() {
+        file.extend(ng_enhanced_packet(e, 0, r.micros(), &r.frame));
+    }
+    let last = original_records().last().unwrap();
+    for if_id in [KEPT - 1, KEPT, KEPT + 1, KEPT + 1, KEPT + 2, u32::MAX] {
+        file.extend(ng_enhanced_packet(e, if_id, last.micros(), &last.frame));
+    }
+    let dir = TempDir::new("malformed", "interfaces");
+    let path = dir.write("interfaces.pcapng", &file);
+    let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+    let stderr = text(&out.stderr);
+    let report = parse_report(&out, "interfaces past the limit");
+    assert_original_stalls(&report, "interfaces past the limit");
+    for warning in [
+        "2 Interface Description Blocks past the first 65536 of a section were not kept; the 3 packets on them were skipped",
+        "2 packets name an interface no Interface Description Block declared",
+    ] {
+        assert!(stderr.contains(warning), "{warning}: {stderr}");
+        assert!(report["input"]["warnings"].to_string().contains(warning));
+    }
+}
+
+/// A pcap record's fraction of a second of a second or more (a microsecond field of
+/// 10^6 or more, a nanosecond field of 10^9 or more) is carried into the seconds, and
+/// counted.
+#[test]
+fn pcap_fraction_of_a_second_past_a_second_is_counted() {
+    for nanos in [false, true] {
+        let per_second = if nanos { 1_000_000_000 } else { 1_000_000 };
+        let records: Vec<PcapRecord> = original_records()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut record = PcapRecord::whole(r, r.frame.clone(), nanos);
+                // The last three: a second less, and the second in the fraction.
+                if i >= original_records().len() - 3 {
+                    record.sec -= 1;
+                    record.frac += per_second;
+                }
+                record
+            })
+            .collect();
+        let bytes = write_pcap(Endian::Little, nanos, LINK_ETHERNET, MAX_RECORD, &records);
+        let what = if nanos { "nanoseconds" } else { "microseconds" };
+        let dir = TempDir::new("malformed", "fraction");
+        let path = dir.write("fraction.pcap", &bytes);
+        let out = run(&["analyze", "--json", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        let report = parse_report(&out, what);
+        assert_original_stalls(&report, what);
+        let warning = "3 pcap records have a fraction of a second of a second or more";
+        assert!(stderr.contains(warning), "{what}: {stderr}");
+        assert!(report["input"]["warnings"].to_string().contains(warning));
+    }
+}
+
+/// A zstd frame (RFC 8878 3.1.1, no content size, a 128 KiB window) of the shipped
+/// capture as a raw block, then `records` records of 256 KiB of zeros (at the time of its
+/// last packet), each an RLE block pair: 27 bytes of frame for 256 KiB of capture.
+fn zstd_bomb(records: usize) -> Vec<u8> {
+    const BLOCK: u32 = 128 << 10;
+    let mut blocks: Vec<(u32, Vec<u8>, u32)> = vec![(0, original_bytes().to_vec(), 0)];
+    let mut header = Vec::new();
+    let last = original_records().last().unwrap().micros();
+    pcap_record(&mut header, last, 2 * BLOCK, 2 * BLOCK, &[]);
+    for _ in 0..records {
+        blocks.push((0, header.clone(), 0));
+        blocks.push((1, vec![0], BLOCK));
+        blocks.push((1, vec![0], BLOCK));
+    }
+    let mut out = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    let count = blocks.len();
+    for (i, (kind, data, rle_size)) in blocks.into_iter().enumerate() {
+        let size = if kind == 1 {
+            rle_size
+        } else {
+            data.len() as u32
+        };
+        let header = u32::from(i + 1 == count) | kind << 1 | size << 3;
+        out.extend(&header.to_le_bytes()[..3]);
+        out.extend(data);
+    }
+    out
+}
+
+/// A compressed capture that expands past 1000 times its size, beyond the first 64 MiB,
+/// is refused (exit 2, one line); `--max-expansion` lifts the limit.
+#[test]
+fn decompression_bomb_is_refused() {
+    // 1,000 records: 27 KB of zstd, 262 MB of capture.
+    let bomb = zstd_bomb(1000);
+    assert!(bomb.len() < 40_000, "{}", bomb.len());
+    let dir = TempDir::new("malformed", "bomb");
+    let path = dir.write("bomb.pcap.zst", &bomb);
+    let path = path.to_str().unwrap();
+    let out = run(&["analyze", path]);
+    check_refused(
+        &out,
+        "zstd bomb",
+        &["zstd stream expands to more than", "--max-expansion"],
+    );
+    let out = run(&["analyze", "--json", "--max-expansion", "unlimited", path]);
+    let report = parse_report(&out, "zstd bomb, no limit");
+    assert_original_stalls(&report, "zstd bomb, no limit");
+    assert_eq!(
+        report["input"]["packets"].as_u64(),
+        Some(PACKETS + 1000),
+        "every record read"
+    );
+    let out = run(&["analyze", "--max-expansion", "0", path]);
+    check_refused(&out, "--max-expansion 0", &["--max-expansion"]);
+}
+
 /// A TCP data offset below 5 words (the header would end inside its fixed part), or an
 /// IPv4 header length below 5, is counted as a malformed header and skipped.
 #[test]

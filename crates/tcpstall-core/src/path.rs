@@ -92,9 +92,12 @@ impl RoundTrips {
             self.smoothed = sample.max(1);
             self.variation = sample / 2;
         } else {
-            // All of them non-negative: the shifts are the divisions by 4 and 8.
-            self.variation = (3 * self.variation + (self.smoothed - sample).abs()) >> 2;
-            self.smoothed = (7 * self.smoothed + sample) >> 3;
+            // All of them non-negative: the shifts are the divisions by 4 and 8. In 128
+            // bits: a round trip across years of clamped timestamps overflows 64.
+            let (variation, smoothed) = (i128::from(self.variation), i128::from(self.smoothed));
+            let deviation = (smoothed - i128::from(sample)).abs();
+            self.variation = ((3 * variation + deviation) >> 2) as Nanos;
+            self.smoothed = ((7 * smoothed + i128::from(sample)) >> 3) as Nanos;
         }
     }
 

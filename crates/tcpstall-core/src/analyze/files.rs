@@ -339,6 +339,9 @@ fn merged_input(merged: MergedNotes) -> Result<InputRead, AnalyzeError> {
         read.packets_without_timestamp += notes.packets_without_timestamp;
         read.packets_unknown_interface += notes.packets_unknown_interface;
         read.packets_time_out_of_range += notes.packets_time_out_of_range;
+        read.interfaces_over_limit += notes.interfaces_over_limit;
+        read.packets_on_interfaces_over_limit += notes.packets_on_interfaces_over_limit;
+        read.packets_fraction_over_a_second += notes.packets_fraction_over_a_second;
         warnings.extend(read_warnings(notes, Some(&file.path)));
         if let Some(error) = &file.error {
             failed.push(format!("{}: {error}", file.path.display()));

@@ -10,7 +10,8 @@ use super::{
     MAX_LISTED_CONNECTIONS, MAX_LISTED_GAPS, UnlistedTotals, severity_keys, severity_ranking,
 };
 use crate::capture::{
-    CaptureReader, Decoded, Decoder, Packet, ReadNotes, SkipReason, supported_link_types,
+    CaptureReader, Decoded, Decoder, MAX_INTERFACES, Packet, ReadNotes, SkipReason,
+    supported_link_types,
 };
 use crate::detect::DetectConfig;
 use crate::diagnosis::{ConnectionDiagnosis, diagnose};
@@ -252,6 +253,18 @@ pub(super) fn read_warnings(read: &ReadNotes, path: Option<&std::path::Path>) ->
             read.packets_unknown_interface
         ));
     }
+    if read.interfaces_over_limit > 0 {
+        warnings.push(format!(
+            "{} Interface Description Blocks past the first {MAX_INTERFACES} of a section were not kept; the {} packets on them were skipped",
+            read.interfaces_over_limit, read.packets_on_interfaces_over_limit
+        ));
+    }
+    if read.packets_fraction_over_a_second > 0 {
+        warnings.push(format!(
+            "{} pcap records have a fraction of a second of a second or more (a microsecond field of 1000000 or more, or a nanosecond field of 1000000000 or more); it was carried into the seconds",
+            read.packets_fraction_over_a_second
+        ));
+    }
     match path {
         Some(path) => warnings
             .into_iter()
@@ -331,7 +344,7 @@ pub(super) fn pipeline(
     // other tracks the rest, its segments passed over in batches.
     let (emptied, recycled) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT + 2);
     let (batches, received) = mpsc::sync_channel::<Batch>(BATCHES_IN_FLIGHT);
-    let (read, fragments, local, tracked) = std::thread::scope(|scope| {
+    let (read, fragments, ip_length_beyond_frame, local, tracked) = std::thread::scope(|scope| {
         let remote = scope.spawn(move || track(received, emptied, options.detect));
         let mut intake = Intake {
             summary: &mut summary,
@@ -365,7 +378,13 @@ pub(super) fn pipeline(
         drop(batches);
         // Both trackers end their open connections at once, each on its own thread.
         let local = local.finish();
-        (read, decoder.fragment_counts(), local, remote.join())
+        (
+            read,
+            decoder.fragment_counts(),
+            decoder.ip_length_beyond_frame(),
+            local,
+            remote.join(),
+        )
     });
     let input = read?;
     let Ok(remote) = tracked else {
@@ -376,6 +395,11 @@ pub(super) fn pipeline(
     summary.read = input.read;
     summary.files = input.files;
     summary.warnings.extend(input.warnings);
+    if ip_length_beyond_frame > 0 {
+        summary.warnings.push(format!(
+            "{ip_length_beyond_frame} packets have an IP length longer than the frame they came in (its length on the wire); their length was taken from the frame"
+        ));
+    }
     summary.fragments = fragments;
     summary
         .skipped
@@ -441,6 +465,12 @@ fn describe_no_tcp(summary: &InputSummary) -> String {
         parts.push(format!(
             "{} on undeclared interfaces",
             summary.read.packets_unknown_interface
+        ));
+    }
+    if summary.read.packets_on_interfaces_over_limit > 0 {
+        parts.push(format!(
+            "{} on interfaces past the first {MAX_INTERFACES} of a section",
+            summary.read.packets_on_interfaces_over_limit
         ));
     }
     let only_link = summary

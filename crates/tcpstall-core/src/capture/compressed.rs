@@ -5,8 +5,16 @@
 //! inflating and reading packets share the machine's cores. A stream that ends early or
 //! turns corrupt after some data ends the input there, like a capture cut off mid-write:
 //! the packets before it are analysed and a warning says what happened.
+//!
+//! A stream may expand only so far: [`DEFAULT_MAX_EXPANSION`] decompressed bytes for each
+//! compressed byte read, beyond the first [`EXPANSION_FLOOR_BYTES`]. A stream that expands
+//! further (a decompression bomb) is refused. The decoders do work in proportion to what
+//! they read and write, so the bound on the output bounds the time a bomb can cost too.
 
+use std::cell::Cell;
 use std::io::{self, BufRead, BufReader, Read};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
@@ -41,6 +49,45 @@ impl Compression {
     }
 }
 
+/// Decompressed bytes allowed per compressed byte, unless told otherwise: ten times more
+/// than deflate can reach at all (about 1032 to 1), far beyond any capture's (2 to 20).
+pub const DEFAULT_MAX_EXPANSION: u64 = 1000;
+/// Decompressed bytes any stream may produce, whatever its size.
+pub const EXPANSION_FLOOR_BYTES: u64 = 64 << 20;
+/// The ratio in force for every compressed capture this process reads (0: no limit). A
+/// setting of the whole run, as a resource limit is: the reads of the report's second
+/// pass and of the annotated copy obey the same one.
+static MAX_EXPANSION: AtomicU64 = AtomicU64::new(DEFAULT_MAX_EXPANSION);
+
+/// Sets how far a compressed capture may expand: `Some(ratio)` decompressed bytes per
+/// compressed byte read (beyond [`EXPANSION_FLOOR_BYTES`]), `None` for no limit.
+pub fn set_max_expansion(ratio: Option<u64>) {
+    MAX_EXPANSION.store(ratio.map_or(0, |r| r.max(1)), Ordering::Relaxed);
+}
+
+/// How a compressed stream ended before its end: shared with the decompressing thread.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// Cut off or corrupt after some data: what came before is read, with a warning.
+    Cut(String),
+    /// It expanded past the limit: the capture is refused.
+    OverExpansionLimit(String),
+}
+
+/// Counts the bytes read through it.
+struct CountingReader<R> {
+    inner: R,
+    count: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count.set(self.count.get() + n as u64);
+        Ok(n)
+    }
+}
+
 /// Decompressed bytes handed over at a time, and how many may wait for the reader.
 const CHUNK_BYTES: usize = 1 << 18;
 const CHUNKS_AHEAD: usize = 4;
@@ -48,7 +95,7 @@ const CHUNKS_AHEAD: usize = 4;
 const SOURCE_BUFFER_BYTES: usize = 1 << 17;
 
 /// Why a compressed stream ended before its end: shared with the decompressing thread.
-pub type StreamNote = Arc<Mutex<Option<String>>>;
+pub type StreamNote = Arc<Mutex<Option<StreamEnd>>>;
 
 /// The decompressed bytes of `source`, read on a thread of its own, and where that
 /// thread leaves a note when the stream ends early.
@@ -60,13 +107,24 @@ pub fn decompress<R: Read + Send + 'static>(
     let (chunks, received) = mpsc::sync_channel::<Vec<u8>>(CHUNKS_AHEAD);
     let (emptied, recycled) = mpsc::sync_channel::<Vec<u8>>(CHUNKS_AHEAD + 2);
     let thread_note = Arc::clone(&note);
-    let source = BufReader::with_capacity(SOURCE_BUFFER_BYTES, source);
+    let max_expansion = MAX_EXPANSION.load(Ordering::Relaxed);
     std::thread::spawn(move || {
+        let consumed = Rc::new(Cell::new(0u64));
+        let source = BufReader::with_capacity(
+            SOURCE_BUFFER_BYTES,
+            CountingReader {
+                inner: source,
+                count: Rc::clone(&consumed),
+            },
+        );
         let mut decoder: Box<dyn Read> = match compression {
             Compression::Gzip => Box::new(MultiGzDecoder::new(source)),
             Compression::Zstd => Box::new(ZstdFrames::new(source)),
         };
         let mut produced: u64 = 0;
+        let set_note = |end: StreamEnd| {
+            *thread_note.lock().unwrap_or_else(|e| e.into_inner()) = Some(end);
+        };
         loop {
             let mut chunk = recycled
                 .try_recv()
@@ -75,11 +133,22 @@ pub fn decompress<R: Read + Send + 'static>(
             let (filled, problem) = fill(&mut decoder, &mut chunk);
             chunk.truncate(filled);
             produced += filled as u64;
+            let allowed =
+                EXPANSION_FLOOR_BYTES.saturating_add(max_expansion.saturating_mul(consumed.get()));
+            if max_expansion > 0 && produced > allowed {
+                set_note(StreamEnd::OverExpansionLimit(format!(
+                    "the {} stream expands to more than {allowed} bytes from {} compressed bytes: over {max_expansion} times as much beyond its first {} MiB, a decompression bomb? (--max-expansion RATIO or unlimited lifts the limit)",
+                    compression.name(),
+                    consumed.get(),
+                    EXPANSION_FLOOR_BYTES >> 20
+                )));
+                return;
+            }
             if let Some(problem) = problem {
-                *thread_note.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                set_note(StreamEnd::Cut(format!(
                     "the {} stream {problem} after {produced} decompressed bytes; what came before was read",
                     compression.name()
-                ));
+                )));
             }
             let last = filled < CHUNK_BYTES;
             // The reader stops early when the capture is refused; then so does this thread.
@@ -291,7 +360,9 @@ mod tests {
         let got = read_all(reader);
         assert!(!got.is_empty() && got.len() < data.len());
         assert_eq!(got[..], data[..got.len()]);
-        let note = note.lock().unwrap().clone().expect("a note");
+        let Some(StreamEnd::Cut(note)) = note.lock().unwrap().clone() else {
+            panic!("a note that the stream was cut");
+        };
         assert!(note.contains("ends early"), "{note}");
     }
 

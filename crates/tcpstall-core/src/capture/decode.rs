@@ -116,6 +116,8 @@ pub enum Decoded {
 #[derive(Default)]
 pub struct Decoder {
     fragments: Fragments,
+    /// Packets whose IP header claims more bytes than the frame had on the wire.
+    ip_length_beyond_frame: u64,
 }
 
 impl Decoder {
@@ -130,15 +132,27 @@ impl Decoder {
         match fast_path_into(packet, segment) {
             Some(Ok(())) => Decoded::Segment,
             Some(Err(reason)) => Decoded::Skipped(reason),
-            None => match decode_general(packet, Some(&mut self.fragments)) {
-                Ok(decoded) => {
-                    *segment = decoded;
-                    Decoded::Segment
+            None => {
+                let mut beyond_frame = false;
+                let decoded = decode_general(packet, Some(&mut self.fragments), &mut beyond_frame);
+                self.ip_length_beyond_frame += u64::from(beyond_frame);
+                match decoded {
+                    Ok(decoded) => {
+                        *segment = decoded;
+                        Decoded::Segment
+                    }
+                    Err(Stop::Skip(reason)) => Decoded::Skipped(reason),
+                    Err(Stop::Held) => Decoded::Held,
                 }
-                Err(Stop::Skip(reason)) => Decoded::Skipped(reason),
-                Err(Stop::Held) => Decoded::Held,
-            },
+            }
         }
+    }
+
+    /// Packets so far whose IP header (total length, IPv6 payload length) claimed more
+    /// bytes than the frame's original length left for it; their lengths were taken from
+    /// the frame instead.
+    pub fn ip_length_beyond_frame(&self) -> u64 {
+        self.ip_length_beyond_frame
     }
 
     /// Fragments seen, and those that made whole datagrams (so far).
@@ -153,7 +167,7 @@ impl Decoder {
 pub fn decode_packet(packet: &Packet<'_>) -> Result<Segment, SkipReason> {
     match fast_path(packet) {
         Some(decoded) => decoded,
-        None => decode_general(packet, None).map_err(|stop| match stop {
+        None => decode_general(packet, None, &mut false).map_err(|stop| match stop {
             Stop::Skip(reason) => reason,
             Stop::Held => SkipReason::IpFragment,
         }),
@@ -205,19 +219,25 @@ const MAX_LAYERS: usize = 16;
 
 /// Every link type and header chain.
 #[inline(never)]
-fn decode_general(packet: &Packet<'_>, fragments: Option<&mut Fragments>) -> Result<Segment, Stop> {
+fn decode_general(
+    packet: &Packet<'_>,
+    fragments: Option<&mut Fragments>,
+    beyond_frame: &mut bool,
+) -> Result<Segment, Stop> {
     let layer = link::link_layer(packet.link_type, packet.data)?;
-    walk(packet, layer, 0, MAX_LAYERS, fragments)
+    walk(packet, layer, 0, MAX_LAYERS, fragments, beyond_frame)
 }
 
 /// Follows the layers from `layer` down to TCP, within `budget` layers; `overlay` is
-/// the overlay network the packet is in so far (0: none).
+/// the overlay network the packet is in so far (0: none). `beyond_frame` is set when the
+/// segment's IP header (or a fragment's) claims more than the frame holds.
 fn walk(
     packet: &Packet<'_>,
     mut layer: Layer<'_>,
     mut overlay: u32,
     budget: usize,
     mut fragments: Option<&mut Fragments>,
+    beyond_frame: &mut bool,
 ) -> Result<Segment, Stop> {
     for used in 0..budget {
         let sliced = match layer {
@@ -242,13 +262,18 @@ fn walk(
             layer = enter(inner?, &mut overlay);
             continue;
         }
-        let network = network_payload(&sliced)?;
+        let network = network_payload(&sliced, packet)?;
         let next = match network.fragment {
-            None => transport(packet, &network, &sliced, overlay)?,
+            None => {
+                let next = transport(packet, &network, &sliced, overlay)?;
+                *beyond_frame |= network.beyond_frame && matches!(next, Next::Segment(_));
+                next
+            }
             Some(piece) => {
                 let Some(table) = fragments.as_deref_mut() else {
                     return Err(SkipReason::IpFragment.into());
                 };
+                *beyond_frame |= network.beyond_frame;
                 let key = FragmentKey {
                     source: network.source,
                     destination: network.destination,
@@ -267,6 +292,7 @@ fn walk(
                     bytes: &whole.head,
                     declared: whole.len,
                     fragment: None,
+                    beyond_frame: false,
                     ..network
                 };
                 // The datagram's bytes live here: what is inside is followed from here.
@@ -274,7 +300,14 @@ fn walk(
                     Next::Segment(segment) => Ok(segment),
                     Next::Inner(inner) => {
                         let overlay = inner.overlay.unwrap_or(overlay);
-                        walk(packet, inner.layer, overlay, budget - used - 1, fragments)
+                        walk(
+                            packet,
+                            inner.layer,
+                            overlay,
+                            budget - used - 1,
+                            fragments,
+                            beyond_frame,
+                        )
                     }
                 };
             }
@@ -307,7 +340,8 @@ struct Piece {
 }
 
 /// The payload of an IP packet: its addresses, protocol, captured bytes, and the length
-/// its header declares (the capture may have cut the bytes short).
+/// its header declares (the capture may have cut the bytes short), or the frame's when
+/// the header claims more than the frame had (`beyond_frame`).
 #[derive(Clone, Copy)]
 struct NetworkPayload<'a> {
     source: IpAddr,
@@ -316,9 +350,31 @@ struct NetworkPayload<'a> {
     bytes: &'a [u8],
     declared: usize,
     fragment: Option<Piece>,
+    beyond_frame: bool,
 }
 
-fn network_payload<'a>(sliced: &LaxSlicedPacket<'a>) -> Result<NetworkPayload<'a>, SkipReason> {
+/// The payload length an IP header declares, `total` bytes counted from the header's
+/// start, the payload starting `payload_offset` bytes in. The header's own length is
+/// trusted when it fits in the frame's original length (a snap length cuts the captured
+/// bytes, never the wire's); one that claims more cannot be right (RFC 791 3.1: total
+/// length is the datagram's, RFC 8200 3: payload length is the rest of the packet), and
+/// the frame decides: its bytes after the headers (then the second value is true).
+fn declared_payload(
+    packet: &Packet<'_>,
+    header: &[u8],
+    total: usize,
+    payload_offset: usize,
+) -> (usize, bool) {
+    match packet.wire_bytes_from(header) {
+        Some(room) if total > room => (room.saturating_sub(payload_offset), true),
+        _ => (total - payload_offset, false),
+    }
+}
+
+fn network_payload<'a>(
+    sliced: &LaxSlicedPacket<'a>,
+    packet: &Packet<'_>,
+) -> Result<NetworkPayload<'a>, SkipReason> {
     match &sliced.net {
         Some(LaxNetSlice::Ipv4(ipv4)) => {
             let header = ipv4.header();
@@ -327,10 +383,10 @@ fn network_payload<'a>(sliced: &LaxSlicedPacket<'a>) -> Result<NetworkPayload<'a
                 payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
             let total = usize::from(header.total_len());
             // A total length of 0 is what TSO-offloaded packets carry in captures.
-            let declared = if total >= payload_offset {
-                total - payload_offset
+            let (declared, beyond_frame) = if total >= payload_offset {
+                declared_payload(packet, header.slice(), total, payload_offset)
             } else {
-                payload.payload.len()
+                (payload.payload.len(), false)
             };
             let fragment = payload.fragmented.then(|| Piece {
                 offset: u32::from(header.fragments_offset().byte_offset()),
@@ -344,6 +400,7 @@ fn network_payload<'a>(sliced: &LaxSlicedPacket<'a>) -> Result<NetworkPayload<'a
                 bytes: payload.payload,
                 declared,
                 fragment,
+                beyond_frame,
             })
         }
         Some(LaxNetSlice::Ipv6(ipv6)) => {
@@ -352,11 +409,12 @@ fn network_payload<'a>(sliced: &LaxSlicedPacket<'a>) -> Result<NetworkPayload<'a
             let payload_offset =
                 payload.payload.as_ptr() as usize - header.slice().as_ptr() as usize;
             let total = 40 + usize::from(header.payload_length());
-            let declared = if header.payload_length() != 0 && total >= payload_offset {
-                total - payload_offset
-            } else {
-                payload.payload.len()
-            };
+            let (declared, beyond_frame) =
+                if header.payload_length() != 0 && total >= payload_offset {
+                    declared_payload(packet, header.slice(), total, payload_offset)
+                } else {
+                    (payload.payload.len(), false)
+                };
             let fragment = if payload.fragmented {
                 let piece = ipv6
                     .extensions()
@@ -381,6 +439,7 @@ fn network_payload<'a>(sliced: &LaxSlicedPacket<'a>) -> Result<NetworkPayload<'a
                 bytes: payload.payload,
                 declared,
                 fragment,
+                beyond_frame,
             })
         }
         Some(LaxNetSlice::Arp(_)) | None => Err(match &sliced.stop_err {
@@ -502,6 +561,61 @@ mod tests {
         frame
     }
 
+    fn packet_of(data: &[u8], wire_len: usize) -> Packet<'_> {
+        Packet {
+            number: 1,
+            time: 7,
+            link_type: link_type::ETHERNET,
+            data,
+            wire_len: wire_len as u32,
+            interface: 0,
+            time_units: 1_000_000,
+        }
+    }
+
+    #[test]
+    fn an_ip_length_past_the_original_frame_is_taken_from_the_frame() {
+        let mut decoder = Decoder::new();
+        let mut segment = crate::capture::fast::BLANK_SEGMENT;
+        // IPv4, 12 bytes of data, a total length of 65,535.
+        let mut v4 = ethernet_ipv4_tcp(&[], 12);
+        v4[16..18].copy_from_slice(&[0xff, 0xff]);
+        // IPv6 (the same TCP segment), a payload length of 65,535.
+        let mut v6 = v4[..12].to_vec();
+        v6.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0xff, 0xff, 6, 64]);
+        v6.extend_from_slice(&[0; 32]);
+        v6.extend_from_slice(&v4[34..]);
+        for frame in [&v4, &v6] {
+            let packet = packet_of(frame, frame.len());
+            assert_eq!(decoder.decode(&packet, &mut segment), Decoded::Segment);
+            assert_eq!(segment.payload_len, 12);
+        }
+        assert_eq!(decoder.ip_length_beyond_frame(), 2);
+        // A packet that is not TCP: its length does not count towards any answer.
+        let mut udp = v4.clone();
+        udp[23] = 17;
+        let packet = packet_of(&udp, udp.len());
+        assert_eq!(
+            decoder.decode(&packet, &mut segment),
+            Decoded::Skipped(SkipReason::NotTcp)
+        );
+        assert_eq!(decoder.ip_length_beyond_frame(), 2);
+        // Cut by a snap length: the header's length stands while it fits in the frame's
+        // original length (here 1,000 bytes of data on the wire).
+        let mut cut = ethernet_ipv4_tcp(&[], 1000);
+        let whole = cut.len();
+        cut.truncate(80);
+        let packet = packet_of(&cut, whole);
+        assert_eq!(decoder.decode(&packet, &mut segment), Decoded::Segment);
+        assert_eq!(segment.payload_len, 1000);
+        let mut v6_cut = v6.clone();
+        v6_cut[18..20].copy_from_slice(&1020u16.to_be_bytes());
+        let packet = packet_of(&v6_cut, 14 + 40 + 1020);
+        assert_eq!(decoder.decode(&packet, &mut segment), Decoded::Segment);
+        assert_eq!(segment.payload_len, 1000);
+        assert_eq!(decoder.ip_length_beyond_frame(), 2);
+    }
+
     #[test]
     fn the_fast_path_agrees_with_the_general_decoder() {
         let timestamps = [1, 1, 8, 10, 0, 0, 0, 5, 0, 0, 0, 6];
@@ -514,7 +628,8 @@ mod tests {
             ethernet_ipv4_tcp(&syn_options, 0),
         ];
         // A fragment; UDP; a TSO total length of 0; a total length below the headers; a
-        // TCP data offset of 4 words; the TCP header cut short.
+        // TCP data offset of 4 words; the TCP header cut short; a total length past the
+        // frame.
         let mut fragment = ethernet_ipv4_tcp(&[], 10);
         fragment[20] = 0x20;
         let mut udp = ethernet_ipv4_tcp(&[], 10);
@@ -526,7 +641,17 @@ mod tests {
         let mut small_offset = ethernet_ipv4_tcp(&[], 10);
         small_offset[46] = 0x40;
         let cut = ethernet_ipv4_tcp(&timestamps, 0)[..50].to_vec();
-        frames.extend([fragment, udp, tso, short_total, small_offset, cut]);
+        let mut long_total = ethernet_ipv4_tcp(&[], 12);
+        long_total[16..18].copy_from_slice(&[0xff, 0xff]);
+        frames.extend([
+            fragment,
+            udp,
+            tso,
+            short_total,
+            small_offset,
+            cut,
+            long_total,
+        ]);
         for (i, data) in frames.iter().enumerate() {
             let packet = Packet {
                 number: 1,
@@ -537,7 +662,7 @@ mod tests {
                 interface: 0,
                 time_units: 1_000_000,
             };
-            let general = decode_general(&packet, None).map_err(|stop| match stop {
+            let general = decode_general(&packet, None, &mut false).map_err(|stop| match stop {
                 Stop::Skip(reason) => reason,
                 Stop::Held => unreachable!("no fragment table"),
             });

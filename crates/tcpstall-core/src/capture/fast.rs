@@ -80,7 +80,11 @@ pub(crate) fn decode_ipv4(
         return None;
     }
     // A total length of 0 is what TSO-offloaded packets carry in captures; a total
-    // length shorter than the headers is malformed: the general decoder says which.
+    // length shorter than the headers is malformed: the general decoder says which, as
+    // it does for one longer than the frame was on the wire.
+    if total_len > packet.wire_bytes_from(ip)? {
+        return None;
+    }
     let payload_len = if total_len == 0 {
         ip.len().checked_sub(ip_header_len + tcp_header_len)?
     } else {

@@ -16,7 +16,9 @@ mod writer;
 use std::io;
 
 pub use annotate::{AnnotateError, AnnotateSummary, PcapngWriter, annotate};
-pub use compressed::Compression;
+pub use compressed::{
+    Compression, DEFAULT_MAX_EXPANSION, EXPANSION_FLOOR_BYTES, set_max_expansion,
+};
 pub use decode::{Decoded, Decoder, SkipCounts, SkipReason, decode_packet};
 pub use fragments::FragmentCounts;
 pub(crate) use link::supported_link_types;
@@ -24,7 +26,8 @@ pub use multi::{
     FileError, FileNotes, MergedCaptures, MergedNotes, OnFileError, ProgressFn, expand_paths,
 };
 pub use reader::{
-    CaptureFormat, CaptureReader, MAX_RECORD_BYTES, MAX_TIME, Packet, ReadNotes, ReadStep,
+    CaptureFormat, CaptureReader, MAX_INTERFACES, MAX_RECORD_BYTES, MAX_TIME, Packet, ReadNotes,
+    ReadStep,
 };
 pub use writer::PcapWriter;
 
@@ -56,6 +59,9 @@ pub enum CaptureError {
         offset: u64,
         detail: String,
     },
+    /// A compressed capture expanded past the limit (`--max-expansion`).
+    #[error("{detail}")]
+    ExpansionLimit { detail: String },
     #[error("read error: {0}")]
     Io(#[from] io::Error),
 }

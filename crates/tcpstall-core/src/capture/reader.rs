@@ -14,7 +14,7 @@ use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError};
 
 use crate::capture::CaptureError;
-use crate::capture::compressed::{self, Compression};
+use crate::capture::compressed::{self, Compression, StreamEnd};
 use crate::segment::{NANOS_PER_SEC, Nanos};
 
 /// Initial read buffer: large enough that a refill is rare, small enough to be cheap.
@@ -64,6 +64,20 @@ pub struct Packet<'a> {
     pub time_units: u64,
 }
 
+impl Packet<'_> {
+    /// The bytes the frame had on the wire from `at` on, when `at` starts in the captured
+    /// bytes (a reassembled datagram's do not): what a header there may claim at most. The
+    /// frame's original length, or its captured length when a writer recorded less.
+    #[inline]
+    pub(crate) fn wire_bytes_from(&self, at: &[u8]) -> Option<usize> {
+        let offset = (at.as_ptr() as usize).checked_sub(self.data.as_ptr() as usize)?;
+        if offset > self.data.len() {
+            return None;
+        }
+        Some((self.wire_len as usize).max(self.data.len()) - offset)
+    }
+}
+
 /// What a reader noticed that did not stop it.
 #[derive(Clone, Debug, Default)]
 pub struct ReadNotes {
@@ -76,6 +90,14 @@ pub struct ReadNotes {
     pub packets_without_timestamp: u64,
     /// Packets that refer to an interface that no Interface Description Block declared.
     pub packets_unknown_interface: u64,
+    /// Interface Description Blocks past the [`MAX_INTERFACES`] a section keeps, and the
+    /// packets on those interfaces (skipped: their link type and clock are not known).
+    pub interfaces_over_limit: u64,
+    pub packets_on_interfaces_over_limit: u64,
+    /// pcap records whose fraction of a second is a second or more (a microsecond field
+    /// of 10^6 or more, a nanosecond field of 10^9 or more): the excess was carried into
+    /// the seconds.
+    pub packets_fraction_over_a_second: u64,
     /// Packets whose timestamp fell before 1970 or after 2106 (pcapng timestamps and
     /// offsets can say so); they were given the nearest end of that range.
     pub packets_time_out_of_range: u64,
@@ -132,8 +154,10 @@ const BYTE_ORDER_MAGIC_BE: [u8; 4] = [0x1a, 0x2b, 0x3c, 0x4d];
 /// Smallest pcapng blocks: any block (type, two lengths), a section header block.
 const MIN_BLOCK_BYTES: usize = 12;
 const MIN_SECTION_HEADER_BYTES: usize = 28;
-/// Interfaces remembered per pcapng section: memory stays bounded whatever a file declares.
-const MAX_INTERFACES: usize = 1 << 16;
+/// Interfaces remembered per pcapng section: memory stays bounded whatever a file declares
+/// (an Enhanced Packet Block's interface ID has 32 bits, pcapng section 4.3). More than a
+/// capture tool writes: one per interface of a host, or a packet block's 16-bit ID of old.
+pub const MAX_INTERFACES: usize = 1 << 16;
 /// The latest time classic pcap can hold (February 2106). Packet times are kept between
 /// 0 and this, so even the sum of two differences of packet times fits an `i64`.
 pub const MAX_TIME: Nanos = (u32::MAX as i64 + 1) * NANOS_PER_SEC - 1;
@@ -161,6 +185,8 @@ pub struct CaptureReader {
     inner: Box<dyn PcapReaderIterator + Send>,
     format: CaptureFormat,
     interfaces: Vec<Interface>,
+    /// Interface Description Blocks in this section, those not kept included.
+    interfaces_declared: u64,
     notes: ReadNotes,
     last_time: Nanos,
     /// Added to this reader's own count to number its packets: several readers merged
@@ -221,10 +247,13 @@ impl CaptureReader {
             let got = input.read(&mut head).map_err(CaptureError::Io)?;
             head.truncate(got);
             if head.is_empty() {
-                let why = stream_note
-                    .as_ref()
-                    .and_then(|n| n.lock().ok()?.clone())
-                    .unwrap_or_else(|| format!("the {} stream is empty", compression.name()));
+                let why = match stream_note.as_ref().and_then(|n| n.lock().ok()?.clone()) {
+                    Some(StreamEnd::OverExpansionLimit(detail)) => {
+                        return Err(CaptureError::ExpansionLimit { detail });
+                    }
+                    Some(StreamEnd::Cut(why)) => why,
+                    None => format!("the {} stream is empty", compression.name()),
+                };
                 return Err(CaptureError::NotACapture {
                     detail: format!("{why}, before any capture header"),
                 });
@@ -263,6 +292,7 @@ impl CaptureReader {
             inner,
             format,
             interfaces: Vec::new(),
+            interfaces_declared: 0,
             notes: ReadNotes {
                 format: Some(format),
                 compression,
@@ -350,8 +380,8 @@ impl CaptureReader {
             }
         }
         self.finished = true;
-        if let Some(note) = &self.stream_note {
-            self.notes.compressed_stream_cut = note.lock().ok().and_then(|n| n.clone());
+        if let Some(StreamEnd::Cut(why)) = self.stream_end() {
+            self.notes.compressed_stream_cut = Some(why);
         }
         Ok(ReadStep::Finished)
     }
@@ -441,6 +471,9 @@ impl CaptureReader {
                 return Ok(Frame::Whole(want));
             }
             if self.inner.reader_exhausted() {
+                if let Some(StreamEnd::OverExpansionLimit(detail)) = self.stream_end() {
+                    return Err(CaptureError::ExpansionLimit { detail });
+                }
                 return Ok(if present == 0 {
                     Frame::End
                 } else {
@@ -454,6 +487,11 @@ impl CaptureReader {
             }
             self.inner.refill().map_err(|_| read_failed())?;
         }
+    }
+
+    /// Why the compressed stream under this reader ended early, if it did.
+    fn stream_end(&self) -> Option<StreamEnd> {
+        self.stream_note.as_ref()?.lock().ok()?.clone()
     }
 
     /// Bytes needed to know a record's or block's length.
@@ -540,15 +578,18 @@ impl CaptureReader {
                 break;
             };
             // Both products fit 64 bits: seconds below 2^32 times 10^9, a fraction below
-            // 2^32 times at most 10^3.
+            // 2^32 times at most 10^3. A fraction of a second or more is carried into the
+            // seconds, and counted.
+            let fraction = u64::from(read_u32(&head[4..8], big_endian));
             let nanos = u64::from(read_u32(&head[0..4], big_endian)) * NANOS_PER_SEC as u64
-                + u64::from(read_u32(&head[4..8], big_endian)) * nanos_per_unit;
+                + fraction * nanos_per_unit;
             let (time, out_of_range) = clamp_time(i128::from(nanos));
             if time > until {
                 self.next_time = Some(time);
                 break;
             }
             self.notes.packets_time_out_of_range += u64::from(out_of_range);
+            self.notes.packets_fraction_over_a_second += u64::from(fraction >= iface.units_per_sec);
             self.notes.packets += 1;
             self.last_time = time;
             on_packet(&Packet {
@@ -592,20 +633,30 @@ impl CaptureReader {
             Block::SectionHeader(shb) => {
                 // Interface numbers restart in each section.
                 self.interfaces.clear();
+                self.interfaces_declared = 0;
                 self.section_big_endian = shb.big_endian();
             }
-            // Beyond the limit, packets on further interfaces count as undeclared.
-            Block::InterfaceDescription(idb) if self.interfaces.len() < MAX_INTERFACES => {
-                self.interfaces.push(Interface {
-                    link_type: i32::from(idb.linktype.0 as u16),
-                    units_per_sec: ts_units_per_sec(idb.if_tsresol),
-                    offset_secs: ts_offset_option(&idb.options, self.section_big_endian),
-                });
+            // Beyond the limit, interfaces are counted, and so are the packets on them.
+            Block::InterfaceDescription(idb) => {
+                self.interfaces_declared += 1;
+                if self.interfaces.len() < MAX_INTERFACES {
+                    self.interfaces.push(Interface {
+                        link_type: i32::from(idb.linktype.0 as u16),
+                        units_per_sec: ts_units_per_sec(idb.if_tsresol),
+                        offset_secs: ts_offset_option(&idb.options, self.section_big_endian),
+                    });
+                } else {
+                    self.notes.interfaces_over_limit += 1;
+                }
             }
             Block::EnhancedPacket(epb) => {
                 self.notes.packets += 1;
-                let Some(iface) = self.interfaces.get(epb.if_id as usize).copied() else {
-                    self.notes.packets_unknown_interface += 1;
+                let Some(iface) = packet_interface(
+                    &self.interfaces,
+                    self.interfaces_declared,
+                    &mut self.notes,
+                    epb.if_id,
+                ) else {
                     return Ok(());
                 };
                 let units = (u64::from(epb.ts_high) << 32) | u64::from(epb.ts_low);
@@ -669,8 +720,12 @@ impl CaptureReader {
         } else {
             u16::from_le_bytes([data[8], data[9]])
         };
-        let Some(iface) = self.interfaces.get(usize::from(if_id)).copied() else {
-            self.notes.packets_unknown_interface += 1;
+        let Some(iface) = packet_interface(
+            &self.interfaces,
+            self.interfaces_declared,
+            &mut self.notes,
+            u32::from(if_id),
+        ) else {
             return Ok(());
         };
         let units = (u64::from(field(12)) << 32) | u64::from(field(16));
@@ -723,6 +778,25 @@ impl CaptureReader {
             detail,
         }
     }
+}
+
+/// The interface a packet names, when its section declared (`declared` in all) and kept
+/// it; a packet on any other is counted in `notes` (undeclared, or past those kept).
+fn packet_interface(
+    interfaces: &[Interface],
+    declared: u64,
+    notes: &mut ReadNotes,
+    id: u32,
+) -> Option<Interface> {
+    let found = interfaces.get(id as usize).copied();
+    if found.is_none() {
+        if u64::from(id) < declared {
+            notes.packets_on_interfaces_over_limit += 1;
+        } else {
+            notes.packets_unknown_interface += 1;
+        }
+    }
+    found
 }
 
 fn read_failed() -> CaptureError {

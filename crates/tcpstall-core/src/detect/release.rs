@@ -136,7 +136,12 @@ fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
         .map(|floor| floor.min(path.least))
         .is_some_and(|floor| {
             let spread = timing.max(path.measured_spread).max(path.reply_spread);
-            reaction + spread + HOST_TURNAROUND < floor
+            // Saturating: times clamped to the ends of 1970 to 2106 make differences near
+            // the whole range, and three of them overflow.
+            reaction
+                .saturating_add(spread)
+                .saturating_add(HOST_TURNAROUND)
+                < floor
         })
 }
 
@@ -144,7 +149,10 @@ fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
 /// to the sender, the spread allowed to its round trips, the host's turnaround, and the
 /// capture clock's step.
 fn on_time_limit(ctx: &GapContext, spread: Nanos) -> Nanos {
-    ctx.path[ctx.sender].least + spread + HOST_TURNAROUND + 2 * ctx.clock_step
+    ctx.path[ctx.sender]
+        .least
+        .saturating_add(spread)
+        .saturating_add(HOST_TURNAROUND + 2 * ctx.clock_step)
 }
 
 /// How much longer the data took from its sender to the capture point than its previous
