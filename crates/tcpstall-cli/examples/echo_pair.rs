@@ -8,7 +8,11 @@
 //! 40 ms before its one-write reply), bulk (the client sends BYTES, the server answers
 //! one byte; ROUNDS is the byte count in that mode). The two ends of two-writes also run
 //! apart, as two processes: serve (the echo server alone, for one connection; it prints
-//! "listening" once it accepts) and client (the two-writes client alone).
+//! "listening" once it accepts) and client (the two-writes client alone). pieces is an
+//! echo that answers each piece at once (every read written straight back, so no ACK
+//! waits for a timer), alone, for one connection, on ADDRESS (default 127.0.0.1):
+//!
+//!     echo_pair pieces 0 PORT [ADDRESS]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -32,6 +36,7 @@ fn main() {
         "bulk",
         "serve",
         "client",
+        "pieces",
     ];
     if !known.contains(&mode.as_str()) {
         eprintln!(
@@ -44,6 +49,15 @@ fn main() {
     if mode == "client" {
         let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
         exchange_lines(stream, "two-writes", count);
+        return;
+    }
+    if mode == "pieces" {
+        let address = args.get(3).map_or("127.0.0.1", String::as_str);
+        let listener = TcpListener::bind((address, port)).expect("bind the address given");
+        println!("listening on {address}:{port}");
+        std::io::stdout().flush().expect("flush");
+        let (stream, _) = listener.accept().expect("accept");
+        serve_pieces(stream);
         return;
     }
     let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind 127.0.0.1");
@@ -113,6 +127,21 @@ fn serve_lines(stream: TcpStream, sleep_first: bool) {
         }
         if out.write_all(format!("{line}\n").as_bytes()).is_err() {
             break;
+        }
+    }
+}
+
+/// Each read written back at once, until the peer closes.
+fn serve_pieces(mut stream: TcpStream) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
         }
     }
 }
