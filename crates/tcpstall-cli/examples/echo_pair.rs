@@ -8,7 +8,11 @@
 //! 40 ms before its one-write reply), bulk (the client sends BYTES, the server answers
 //! one byte; ROUNDS is the byte count in that mode). The two ends of two-writes also run
 //! apart, as two processes: serve (the echo server alone, for one connection; it prints
-//! "listening" once it accepts) and client (the two-writes client alone).
+//! "listening" once it accepts) and client (the two-writes client alone). pieces is an
+//! echo that answers each piece at once (every read written straight back, so no ACK
+//! waits for a timer), alone, for one connection, on ADDRESS (default 127.0.0.1):
+//!
+//!     echo_pair pieces 0 PORT [ADDRESS]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -38,6 +42,7 @@ fn main() {
         "bulk",
         "serve",
         "client",
+        "pieces",
     ];
     if !known.contains(&mode.as_str()) {
         eprintln!(
@@ -53,14 +58,26 @@ fn main() {
         exchange_lines(stream, "two-writes", count);
         return;
     }
-    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| {
-        if e.kind() == std::io::ErrorKind::AddrInUse {
-            fail(&format!(
-                "port {port} is in use; give another as the third argument: echo_pair {mode} {count} PORT"
-            ))
-        }
-        fail(&format!("cannot listen on 127.0.0.1:{port}: {e}"))
-    });
+    let bind = |address: &str| {
+        TcpListener::bind((address, port)).unwrap_or_else(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                fail(&format!(
+                    "port {port} is in use; give another as the third argument: echo_pair {mode} {count} PORT"
+                ))
+            }
+            fail(&format!("cannot listen on {address}:{port}: {e}"))
+        })
+    };
+    if mode == "pieces" {
+        let address = args.get(3).map_or("127.0.0.1", String::as_str);
+        let listener = bind(address);
+        println!("listening on {address}:{port}");
+        std::io::stdout().flush().expect("flush");
+        let (stream, _) = listener.accept().expect("accept");
+        serve_pieces(stream);
+        return;
+    }
+    let listener = bind("127.0.0.1");
     if mode == "serve" {
         println!("listening on 127.0.0.1:{port}");
         std::io::stdout().flush().expect("flush");
@@ -127,6 +144,21 @@ fn serve_lines(stream: TcpStream, sleep_first: bool) {
         }
         if out.write_all(format!("{line}\n").as_bytes()).is_err() {
             break;
+        }
+    }
+}
+
+/// Each read written back at once, until the peer closes.
+fn serve_pieces(mut stream: TcpStream) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if stream.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
         }
     }
 }

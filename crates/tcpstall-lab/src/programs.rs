@@ -53,7 +53,7 @@ const POLL: Duration = Duration::from_millis(10);
 const MAX_LINES: usize = 100_000;
 /// JVM options for short runs on a small machine: the serial collector and the first
 /// compiler tier only, so the JVM's own threads take little CPU from the exchange.
-const JVM_OPTIONS: [&str; 2] = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"];
+pub const JVM_OPTIONS: [&str; 2] = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"];
 
 /// Which pair of programs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +75,16 @@ impl Program {
     }
 
     fn server(self, address: IpAddr, connections: u32) -> Vec<String> {
+        self.server_args(address, PORT, connections)
+    }
+
+    fn client(self, server: IpAddr, round_trips: u32) -> Vec<String> {
+        self.client_args(server, PORT, round_trips)
+    }
+
+    /// The server's class and arguments (after `java -cp DIR`): it listens on
+    /// `address:port`, serves `connections` one after the other, then exits.
+    pub fn server_args(self, address: IpAddr, port: u16, connections: u32) -> Vec<String> {
         let class = match self {
             Program::Seed002 => "Server",
             Program::KeepAlive => "KeepAliveServer",
@@ -82,24 +92,26 @@ impl Program {
         vec![
             class.into(),
             address.to_string(),
-            PORT.to_string(),
+            port.to_string(),
             connections.to_string(),
         ]
     }
 
-    fn client(self, server: IpAddr, round_trips: u32) -> Vec<String> {
+    /// The client's class and arguments (after `java -cp DIR`): `round_trips` exchanges
+    /// with `server:port`, each printed as a `RTT:` line ([`parse_round_trips`]).
+    pub fn client_args(self, server: IpAddr, port: u16, round_trips: u32) -> Vec<String> {
         match self {
             Program::Seed002 => vec![
                 "Client".into(),
                 server.to_string(),
                 "true".into(),
-                PORT.to_string(),
+                port.to_string(),
                 round_trips.to_string(),
             ],
             Program::KeepAlive => vec![
                 "KeepAliveClient".into(),
                 server.to_string(),
-                PORT.to_string(),
+                port.to_string(),
                 round_trips.to_string(),
             ],
         }
@@ -261,6 +273,18 @@ impl Java {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The whole command line that runs a class of this directory (`args` from
+    /// [`Program::server_args`] or [`Program::client_args`]) as the lab runs it, for a
+    /// caller that starts it itself, behind a prefix of its own (`tcpstall watch --`).
+    pub fn command_line(&self, args: &[String]) -> Vec<String> {
+        let mut line = vec!["java".to_string()];
+        line.extend(JVM_OPTIONS.map(String::from));
+        line.push("-cp".into());
+        line.push(self.dir.display().to_string());
+        line.extend(args.iter().cloned());
+        line
     }
 
     /// Starts `java ARGS` in `namespace` (the child joins the namespace of the thread

@@ -77,6 +77,20 @@ impl RoundTrips {
     }
 }
 
+impl RoundTrips {
+    /// The latest the answer to an ACK may come (an ACK and the segment it frees make one
+    /// round trip): RFC 6298's bound, or, where the round trips spread above the smoothed
+    /// one as far as they do below it, the smoothed round trip plus that spread (smoothed
+    /// less least) and the turnaround. A queue that waits a few milliseconds now and then
+    /// keeps the mean deviation small and the least far below the smoothed one.
+    pub fn answer_ns(self) -> u64 {
+        let smoothed = u64::from(self.smoothed_us) * 1000;
+        let spread = smoothed.saturating_sub(self.least_ns());
+        self.longest_ns()
+            .max(smoothed + spread + HOST_TURNAROUND_NS)
+    }
+}
+
 /// How the delayer's timer was measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -346,8 +360,8 @@ impl StallAssembler {
     /// The rule of the delayer's side. The kernel has checked what marks the answer: the
     /// peer's next data segment starts at the sequence the ACK acknowledged, is smaller
     /// than a full segment, and the delayer sent nothing in between. Here: it came within
-    /// the round trips the delayer's kernel measured of the ACK leaving (RFC 6298's bound,
-    /// [`RoundTrips::longest_ns`]: an ACK and the segment it frees make one round trip),
+    /// the round trips the delayer's kernel measured of the ACK leaving
+    /// ([`RoundTrips::answer_ns`]: an ACK and the segment it frees make one round trip),
     /// and the stall, from the segment the ACK waited for to the released one, lasted
     /// `min_stall` or more. Returns (answered after the ACK, duration).
     fn delayer_side_stall(&self, record: &DelayedAckAnswered) -> Option<(u64, u64)> {
@@ -357,7 +371,7 @@ impl StallAssembler {
             variation_us: record.rtt_var_us,
             least_us: record.min_rtt_us,
         };
-        if answered_after > round_trips.longest_ns() {
+        if answered_after > round_trips.answer_ns() {
             return None;
         }
         let duration = record.timer_ns.unwrap_or(0) + answered_after;
@@ -773,6 +787,20 @@ mod tests {
         // Past the bound (48 + 8 ms), the next segment is not the released one.
         let mut a = assembler();
         a.push(answered_on_path(140 * MS, 196_100_000, 48.0, 2.0, 44.9));
+        assert!(a.finish().is_empty());
+    }
+
+    #[test]
+    fn an_answer_in_the_paths_spread_above_the_smoothed_round_trip_is_a_stall() {
+        // The lab's 20 ms path with queues adding up to 8 ms, seen by the seed 002 echo
+        // server: least round trip 20.9 ms, smoothed 23.0, its answers 21 to 25 ms after
+        // its ACKs (RTTVAR 1 ms). One came 27.8 ms after: past 23.0 + 4.5, within the
+        // spread below the smoothed round trip mirrored above it (23.0 + 2.1 + 4.5).
+        let mut a = assembler();
+        a.push(answered_on_path(140 * MS, 167_800_000, 23.0, 1.0, 20.9));
+        assert_eq!(a.finish().len(), 1);
+        // Beyond that too, it is no answer.
+        a.push(answered_on_path(140 * MS, 169_700_000, 23.0, 1.0, 20.9));
         assert!(a.finish().is_empty());
     }
 
