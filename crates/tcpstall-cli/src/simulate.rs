@@ -660,7 +660,7 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
     out.push_str(&confusion_text(&total.confusion));
     let _ = writeln!(
         out,
-        "\nper family: stalls in the truth, found, false (of them: where the truth has no stall), missed"
+        "\nper family: stalls in the truth, found, false (of them: where the truth rules a stall out), missed"
     );
     let _ = writeln!(
         out,

@@ -28,6 +28,7 @@ pub enum Link {
     SenderOnOwnClock,
     FullSizedSegment,
     ReleasedAFullSegment,
+    ReleasedPiecesNotHeld,
     SenderNotUsingNagle,
     SmallSegmentStillUnacknowledged,
     AckDelayShorterThanTimers,
@@ -35,7 +36,7 @@ pub enum Link {
 }
 
 impl Link {
-    pub const ALL: [Link; 25] = [
+    pub const ALL: [Link; 26] = [
         Link::Retransmission,
         Link::TsecrEchoesAck,
         Link::TsecrPredatesAck,
@@ -57,6 +58,7 @@ impl Link {
         Link::SenderOnOwnClock,
         Link::FullSizedSegment,
         Link::ReleasedAFullSegment,
+        Link::ReleasedPiecesNotHeld,
         Link::SenderNotUsingNagle,
         Link::SmallSegmentStillUnacknowledged,
         Link::AckDelayShorterThanTimers,
@@ -86,6 +88,7 @@ impl Link {
             Link::SenderOnOwnClock => "sender-on-own-clock",
             Link::FullSizedSegment => "full-sized-segment",
             Link::ReleasedAFullSegment => "released-a-full-segment",
+            Link::ReleasedPiecesNotHeld => "released-pieces-not-held",
             Link::SenderNotUsingNagle => "sender-not-using-nagle",
             Link::SmallSegmentStillUnacknowledged => "small-segment-still-unacknowledged",
             Link::AckDelayShorterThanTimers => "ack-delay-shorter-than-timers",

@@ -42,6 +42,10 @@ pub struct GapContext {
     pub sender_mss: u32,
     pub sender_full_size: u32,
     pub segment_bytes: u32,
+    /// The largest segment the sender sent before the gap (below the MSS unless records
+    /// of an offloading host were captured), and the size of its data segment before it.
+    pub sender_largest_segment: u32,
+    pub sender_previous_bytes: u32,
     pub segment_is_retransmission: bool,
     pub segment_tsecr: Option<u32>,
     pub segment_tsval: Option<u32>,

@@ -58,6 +58,8 @@ fn chain(
 ) -> ControlFlow<Verdict, Verdict> {
     // The sender's own retransmission timer released the data.
     release::retransmitted(ctx, event)?;
+    // A narrow link still delivering the sender's burst.
+    release::link_busy(ctx)?;
     // No segment of the peer inside the gap: nothing to wait for.
     let Some(ack) = &ctx.last_from_peer else {
         return Break(Verdict::Idle);

@@ -29,6 +29,16 @@ pub fn nagle_could_hold(ctx: &GapContext, ack: &PeerSegment) -> Result<(), Link>
     Ok(())
 }
 
+/// Data a hold kept queued leaves in segments as large as its sender sends (RFC 1122
+/// 4.2.3.4: send when a maximum-sized segment can be sent; Linux tcp_sendmsg appends each
+/// write to the unsent tail up to the size goal, BSD tcp_output cuts segments from the
+/// socket buffer): a release that begins with a segment smaller than one the sender has
+/// already sent, more data right behind it, was written in pieces as it left.
+pub fn released_in_pieces(ctx: &GapContext) -> bool {
+    let largest = ctx.sender_largest_segment.min(ctx.sender_mss);
+    ctx.burst_bytes > 0 && ctx.segment_bytes < largest
+}
+
 pub fn nagle_pattern(ctx: &GapContext, ack: &PeerSegment) -> Pattern {
     if ack.acked_data_small && ack.acked_data_began_message {
         Pattern::WriteWriteRead
@@ -69,6 +79,16 @@ pub fn held_by_nagle(
             // A sub-MSS segment from a sender that does not wait for ACKs: it had
             // nothing to send, whatever the ACK did.
             basis.push(Link::SenderNotUsingNagle);
+            event.holder = None;
+            event.delayer = None;
+            event.ack_delay = None;
+            event.evidence.confidence = Confidence::None;
+            return Verdict::AppThinkTime;
+        }
+        Err(why) if released_in_pieces(ctx) => {
+            // Not Nagle, and not a queue that waited: the sender wrote it as it went.
+            basis.push(why);
+            basis.push(Link::ReleasedPiecesNotHeld);
             event.holder = None;
             event.delayer = None;
             event.ack_delay = None;

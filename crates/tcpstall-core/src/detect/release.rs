@@ -100,6 +100,11 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
     if echo == Echo::PredatesAck && tsecr_speaks(ctx, ack) {
         return Release::NotReleased(Link::TsecrPredatesAck);
     }
+    if echo == Echo::PredatesAck && sooner_than_the_least_round_trip(ctx, reaction) {
+        // TSecr older than the ACK, and no path measured brings the ACK there that soon:
+        // both say it left before the ACK arrived, whatever the path's spread excuses.
+        return Release::NotReleased(Link::TsecrPredatesAck);
+    }
     if echo != Echo::EchoesAck && sooner_than_a_round_trip(ctx, reaction) {
         return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
     }
@@ -143,6 +148,34 @@ fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
                 .saturating_add(HOST_TURNAROUND)
                 < floor
         })
+}
+
+/// Whether data seen `reaction` after an ACK came sooner than the least round trip the
+/// connection ever measured to its sender, with no spread allowed: only a host's turnaround
+/// and the capture clock's step.
+fn sooner_than_the_least_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
+    let path = &ctx.path[ctx.sender];
+    path.floor
+        .map(|floor| floor.min(path.least))
+        .is_some_and(|floor| reaction + HOST_TURNAROUND + 2 * ctx.clock_step < floor)
+}
+
+/// The gap is a narrow link delivering a burst, not a pause: the sender's previous
+/// segment was full-sized and this one came no later than it takes to cross the links
+/// before the capture point (segments queued one behind another leave a link one
+/// serialization apart, RFC 5681 2's "ACK clock" run backwards): the sender waited for
+/// nothing.
+pub fn link_busy(ctx: &GapContext) -> ControlFlow<Verdict> {
+    let after_full_segment =
+        ctx.data_before_from_sender && ctx.sender_previous_bytes >= ctx.sender_full_size;
+    let crossing = serialization_of_release(ctx);
+    if after_full_segment
+        && crossing > 0
+        && ctx.gap_end - ctx.gap_start <= crossing + 2 * ctx.clock_step
+    {
+        return Break(Verdict::NoStall);
+    }
+    Continue(())
 }
 
 /// The latest a reaction counts as on time: the least round trip from the capture point

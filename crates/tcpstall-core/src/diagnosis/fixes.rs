@@ -279,15 +279,20 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
         saves: d.ack_delay_time.min(d.time_lost),
         predicted: None,
     });
+    // Only the side that sends the requests can keep two in flight: a server answers
+    // the requests its client sends, one response each.
+    let holder_sends_requests = d.holder == Role::Client;
     if d.nagle_stalls > 0 {
         {
             match d.pattern {
                 Some(Pattern::BulkOddTail { .. }) => {
-                    fixes.extend(holder_fix(
-                        FixKind::TwoInFlight,
-                        "send the next block before waiting for the reply (double buffering)",
-                        "keeps data behind the last segment, so the ACK is never waited for",
-                    ));
+                    if holder_sends_requests {
+                        fixes.extend(holder_fix(
+                            FixKind::TwoInFlight,
+                            "send the next block before waiting for the reply (double buffering)",
+                            "keeps data behind the last segment, so the ACK is never waited for",
+                        ));
+                    }
                     fixes.extend(holder_fix(
                         FixKind::OneWriteNoDelay,
                         "write each block in one call and set TCP_NODELAY",
@@ -302,18 +307,19 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
                     }
                 }
                 // A server holds a response written in pieces: the fixes are its own
-                // writes. Pipelining is not among them: only the side that sends the
-                // requests can keep two in flight.
-                _ if d.holder == Role::Server => {
+                // writes, never pipelining (see holder_sends_requests).
+                _ if !holder_sends_requests => {
                     fixes.extend(holder_fix(
                         FixKind::OneWrite,
                         "write each response in one call (headers and body in one buffer, or writev/sendmsg)",
                         "nothing is left for Nagle to hold",
                     ));
+                    // TCP_CORK holds partial segments until uncorked (Linux tcp(7)): the
+                    // response leaves as one write would.
                     fixes.extend(holder_fix(
                         FixKind::Cork,
                         "cork each response: TCP_CORK on Linux (TCP_NOPUSH on BSD, macOS) before its first write, off after its last",
-                        "its pieces leave together when uncorked; no code change to how it writes",
+                        "its pieces leave together when uncorked; a cork left on flushes only after 200 ms",
                     ));
                     fixes.extend(holder_fix(
                         FixKind::NoDelay,
@@ -347,7 +353,11 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
         fixes.extend(route_quickack);
         fixes.extend(holder_fix(
             FixKind::MoreInFlight,
-            "keep more data in flight (larger writes, or the next request before the reply)",
+            if holder_sends_requests {
+                "keep more data in flight (larger writes, or the next request before the reply)"
+            } else {
+                "keep more data in flight (larger writes)"
+            },
             "ACKs then come for every second segment, with no timer",
         ));
     }
@@ -371,6 +381,59 @@ mod tests {
             saves: 0,
             predicted: None,
         }
+    }
+
+    fn stalled(holder: Role, pattern: Pattern) -> DirectionDiagnosis {
+        let (client, server) = ("10.0.0.1:40000", "10.0.0.2:80");
+        let (holder_at, delayer_at) = if holder == Role::Client {
+            (client, server)
+        } else {
+            (server, client)
+        };
+        DirectionDiagnosis {
+            holder,
+            holder_endpoint: holder_at.parse().expect("address"),
+            delayer: if holder == Role::Client {
+                Role::Server
+            } else {
+                Role::Client
+            },
+            delayer_endpoint: delayer_at.parse().expect("address"),
+            stall_count: 9,
+            time_lost: 360 * NANOS_PER_MILLI,
+            ack_delay_time: 360 * NANOS_PER_MILLI,
+            nagle_stalls: 9,
+            delayed_ack: None,
+            pattern: Some(pattern),
+            classic_nagle_evidence: false,
+            fixes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_the_side_that_sends_requests_is_offered_pipelining() {
+        let kinds = |d: &DirectionDiagnosis| -> Vec<FixKind> {
+            rank_fixes(d).iter().map(|f| f.kind).collect()
+        };
+        // A server writing headers and body apart: one write per response, TCP_CORK
+        // around it, TCP_NODELAY; no pipelining, which only its client could do.
+        let server = stalled(Role::Server, Pattern::WriteWriteRead);
+        let fixes = rank_fixes(&server);
+        assert!(!kinds(&server).contains(&FixKind::TwoInFlight));
+        let texts: Vec<String> = fixes.iter().map(|f| f.action.to_string()).collect();
+        assert!(
+            texts[0].starts_with("write each response in one call"),
+            "{texts:?}"
+        );
+        assert!(texts.iter().any(|t| t.contains("TCP_CORK")), "{texts:?}");
+        assert!(texts.iter().any(|t| t == "set TCP_NODELAY"), "{texts:?}");
+        assert!(fixes.iter().take(3).all(|f| f.role == Role::Server));
+        // A client writing its requests in pieces may keep two in flight.
+        let client = stalled(Role::Client, Pattern::WriteWriteRead);
+        assert!(kinds(&client).contains(&FixKind::TwoInFlight));
+        let bulk = Pattern::BulkOddTail { full_segments: 69 };
+        assert!(!kinds(&stalled(Role::Server, bulk)).contains(&FixKind::TwoInFlight));
+        assert!(kinds(&stalled(Role::Client, bulk)).contains(&FixKind::TwoInFlight));
     }
 
     #[test]

@@ -629,8 +629,12 @@ impl Connection {
             same_message: !dir.peer_spoke_since_data,
         };
         let small_unacked = self.dirs[x].small_in_flight > 0 && self.small_unacked(segment, x);
+        let round_trip = self.dirs[x]
+            .path_rtt()
+            .zip(self.dirs[y].path_rtt())
+            .map(|(to_sender, to_peer)| to_sender + to_peer);
         let dir = &mut self.dirs[x];
-        if dir.sender.observe(sent, mss, small_unacked) {
+        if dir.sender.observe(sent, mss, small_unacked, round_trip) {
             // A smaller segment limit: segments in flight of that size are full-sized.
             let full_size = dir.sender.full_size(mss);
             for f in dir.in_flight.iter_mut().filter(|f| f.small) {

@@ -108,6 +108,8 @@ impl Connection {
                 sender_mss: mss,
                 sender_full_size: mss,
                 segment_bytes: segment.payload_len,
+                sender_largest_segment: self.dirs[x].max_payload,
+                sender_previous_bytes: self.dirs[x].sender.last_payload(),
                 segment_is_retransmission: is_retransmission,
                 segment_tsecr: segment.options.timestamps.map(|(_, ecr)| ecr),
                 data_before_from_sender: before_side == x,

@@ -34,6 +34,8 @@ pub struct SenderEvidence {
     /// below the MSS within one message: its real segment limit (a path MTU below the
     /// link's), however far apart a slow path delivers them.
     pub segment_limit: u32,
+    /// The largest payload below the MSS it has sent: no segment limit lies below it.
+    largest_below_mss: u32,
     /// The least time between two contiguous full-sized data segments of this side at the
     /// capture point (`Nanos::MAX`: none yet). Past a link, segments arrive no closer
     /// than one takes to cross it, so this is at least a full segment's serialization on
@@ -51,6 +53,7 @@ impl Default for SenderEvidence {
             last_payload: 0,
             nagle_violations: 0,
             segment_limit: 0,
+            largest_below_mss: 0,
             least_full_spacing: Nanos::MAX,
         }
     }
@@ -81,6 +84,11 @@ impl SenderEvidence {
         }
     }
 
+    /// The payload of its last data segment (0: none yet).
+    pub fn last_payload(&self) -> u32 {
+        self.last_payload
+    }
+
     /// When its last data segment was captured.
     pub fn last_data_time(&self) -> Option<Nanos> {
         (self.last_time != Nanos::MIN).then_some(self.last_time)
@@ -99,17 +107,40 @@ impl SenderEvidence {
     /// must then be judged again).
     // Inlined into its one caller, as the ACK history's is.
     #[inline(always)]
-    pub fn observe(&mut self, data: SentData, mss: u32, small_unacked: bool) -> bool {
+    ///
+    /// `round_trip`, the connection's least end-to-end round trip measured so far, if any:
+    /// the pieces of one write leave back to back (Linux tcp_write_xmit, BSD tcp_output
+    /// send all the window allows at once), so two equal segments a round trip or more
+    /// apart are two writes, whatever their size.
+    pub fn observe(
+        &mut self,
+        data: SentData,
+        mss: u32,
+        small_unacked: bool,
+        round_trip: Option<Nanos>,
+    ) -> bool {
         let mut limit_changed = false;
         let follows_previous = self.last_time != Nanos::MIN && self.last_end == data.start;
+        // A sender's segments never exceed its segment limit (RFC 9293 3.7.1: segments
+        // are sized to the effective send MSS): equal segments below one it has already
+        // sent are the application's message size, not a limit of the path.
         if follows_previous
             && data.same_message
             && self.last_payload == data.payload
             && (MIN_SEGMENT_LIMIT..mss).contains(&data.payload)
             && data.payload > self.segment_limit
+            && data.payload >= self.largest_below_mss
+            && round_trip.is_none_or(|rtt| data.time - self.last_time < rtt)
         {
             self.segment_limit = data.payload;
             limit_changed = true;
+        } else if self.segment_limit > 0 && (self.segment_limit + 1..mss).contains(&data.payload) {
+            // A segment above the limit believed: it was a message size after all.
+            self.segment_limit = 0;
+            limit_changed = true;
+        }
+        if data.payload < mss {
+            self.largest_below_mss = self.largest_below_mss.max(data.payload);
         }
         let full = self.full_size(mss);
         let small = data.payload < full;
@@ -231,13 +262,13 @@ mod tests {
     #[test]
     fn a_small_segment_behind_an_unacknowledged_small_one_means_no_nagle() {
         let mut sender = SenderEvidence::default();
-        sender.observe(data(0, 0, 7), 1460, false);
+        sender.observe(data(0, 0, 7), 1460, false, None);
         assert!(!sender.nagle_off_by(10));
-        sender.observe(data(5, 7, 67), 1460, true);
+        sender.observe(data(5, 7, 67), 1460, true, None);
         // Once may be a missed ACK.
         assert!(!sender.nagle_off_by(5));
-        sender.observe(data(20, 74, 7), 1460, false);
-        sender.observe(data(25, 81, 67), 1460, true);
+        sender.observe(data(20, 74, 7), 1460, false, None);
+        sender.observe(data(25, 81, 67), 1460, true, None);
         assert!(sender.nagle_off_by(25));
         assert!(!sender.nagle_off_by(24));
     }
@@ -259,11 +290,11 @@ mod tests {
         assert_eq!(sender.full_segment_spacing(), None);
         // A 6 ms crossing between two full segments; a small one, and a full one that
         // does not follow the previous in sequence, measure nothing.
-        sender.observe(data(0, 0, 1448), 1448, false);
-        sender.observe(data(6_000_000, 1448, 1448), 1448, false);
-        sender.observe(data(6_100_000, 2896, 100), 1448, false);
-        sender.observe(data(6_200_000, 2996, 1448), 1448, false);
-        sender.observe(data(6_300_000, 9000, 1448), 1448, false);
+        sender.observe(data(0, 0, 1448), 1448, false, None);
+        sender.observe(data(6_000_000, 1448, 1448), 1448, false, None);
+        sender.observe(data(6_100_000, 2896, 100), 1448, false, None);
+        sender.observe(data(6_200_000, 2996, 1448), 1448, false, None);
+        sender.observe(data(6_300_000, 9000, 1448), 1448, false, None);
         assert_eq!(sender.full_segment_spacing(), Some(6_000_000));
     }
 
@@ -272,7 +303,7 @@ mod tests {
         let mut sender = SenderEvidence::default();
         let mut fin = data(5, 7, 67);
         fin.pushed_past_nagle = true;
-        sender.observe(fin, 1460, true);
+        sender.observe(fin, 1460, true, None);
         assert!(!sender.nagle_off_by(Nanos::MAX - 1));
     }
 
@@ -281,8 +312,13 @@ mod tests {
         let mut sender = SenderEvidence::default();
         for write in 0..4u64 {
             let start = write * 2000;
-            sender.observe(data(start as Nanos, start, 1460), 1460, true);
-            sender.observe(data(start as Nanos + 1, start + 1460, 540), 1460, true);
+            sender.observe(data(start as Nanos, start, 1460), 1460, true, None);
+            sender.observe(
+                data(start as Nanos + 1, start + 1460, 540),
+                1460,
+                true,
+                None,
+            );
         }
         assert!(!sender.nagle_off_by(Nanos::MAX - 1));
     }
@@ -290,22 +326,55 @@ mod tests {
     #[test]
     fn equal_segments_below_the_mss_in_one_message_are_the_segment_limit() {
         let mut sender = SenderEvidence::default();
-        sender.observe(data(0, 0, 1348), 1448, false);
+        sender.observe(data(0, 0, 1348), 1448, false, None);
         assert_eq!(sender.full_size(1448), 1448);
         // However far apart a slow path brings them.
-        assert!(sender.observe(data(8_000_000, 1348, 1348), 1448, false));
+        assert!(sender.observe(data(8_000_000, 1348, 1348), 1448, false, None));
         assert_eq!(sender.full_size(1448), 1348);
         // Two messages of the same size are no limit.
         let mut messages = SenderEvidence::default();
-        messages.observe(data(0, 0, 1100), 1448, false);
+        messages.observe(data(0, 0, 1100), 1448, false, None);
         let mut next = data(10, 1100, 1100);
         next.same_message = false;
-        messages.observe(next, 1448, false);
+        messages.observe(next, 1448, false, None);
         assert_eq!(messages.full_size(1448), 1448);
         // Small messages repeated are not a limit: SFTP's 656-byte writes stay small.
         let mut sftp = SenderEvidence::default();
-        sftp.observe(data(0, 0, 656), 1460, false);
-        sftp.observe(data(10, 656, 656), 1460, false);
+        sftp.observe(data(0, 0, 656), 1460, false, None);
+        sftp.observe(data(10, 656, 656), 1460, false, None);
         assert_eq!(sftp.full_size(1460), 1460);
+    }
+
+    #[test]
+    fn equal_segments_below_a_larger_one_sent_are_no_segment_limit() {
+        // A server that sent a 1326-byte segment, then writes 1031-byte chunks two at a
+        // time: the chunks are its writes, not a limit of the path.
+        let mut chunks = SenderEvidence::default();
+        chunks.observe(data(0, 0, 1326), 1460, false, None);
+        chunks.observe(data(10, 1326, 1031), 1460, false, None);
+        chunks.observe(data(20, 2357, 1031), 1460, false, None);
+        assert_eq!(chunks.full_size(1460), 1460);
+        // A limit learned first gives way to a larger segment sent later.
+        let mut later = SenderEvidence::default();
+        later.observe(data(0, 0, 1031), 1460, false, None);
+        assert!(later.observe(data(10, 1031, 1031), 1460, false, None));
+        assert_eq!(later.full_size(1460), 1031);
+        assert!(later.observe(data(20, 2062, 1326), 1460, false, None));
+        assert_eq!(later.full_size(1460), 1460);
+    }
+
+    #[test]
+    fn equal_writes_a_round_trip_apart_are_no_segment_limit() {
+        // 1031-byte chunks every 205 ms on a 190 ms path: each is its own write.
+        let ms = 1_000_000;
+        let mut clocked = SenderEvidence::default();
+        clocked.observe(data(0, 0, 1031), 1460, false, Some(190 * ms));
+        assert!(!clocked.observe(data(205 * ms, 1031, 1031), 1460, false, Some(190 * ms)));
+        assert_eq!(clocked.full_size(1460), 1460);
+        // The pieces of one write, 8 ms apart on a slow link of the same path, are.
+        let mut cut = SenderEvidence::default();
+        cut.observe(data(0, 0, 1348), 1448, false, Some(190 * ms));
+        assert!(cut.observe(data(8 * ms, 1348, 1348), 1448, false, Some(190 * ms)));
+        assert_eq!(cut.full_size(1448), 1348);
     }
 }
