@@ -1,0 +1,402 @@
+//! The metrics endpoint: HTTP/1.1, or HTTPS with basic authentication from
+//! `--web.config.file` ([`crate::web_config`]), served by hyper on a runtime of one
+//! thread of its own (and at most one more for bcrypt).
+//!
+//! Everything a peer controls is bounded: the request head ([`HEAD_LIMIT`], answered
+//! 431 past it), the time to send it or a TLS handshake ([`HEAD_TIMEOUT`], also how
+//! long a connection may idle between requests), a connection's life
+//! ([`CONNECTION_LIFETIME`]), and the connections open at once ([`MAX_CONNECTIONS`]: one
+//! past it is closed at once, not queued). A failing accept(2) (out of file
+//! descriptors, say) is counted and retried after a back-off; a listener that cannot
+//! accept at all any more is reported through [`Exporter::failure`].
+//!
+//! Paths: `/metrics` (GET or HEAD, any query string; other methods 405) and
+//! `/healthz` (200 `ok` while the event loop runs, 503 when it has not for
+//! [`STALE_EVENT_LOOP`]); anything else 404. Basic authentication guards `/metrics`.
+
+use std::convert::Infallible;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio_rustls::TlsAcceptor;
+
+use crate::basic_auth::{BasicAuth, Check};
+use crate::prometheus::{Metrics, ScrapeError, ScrapeErrors};
+use crate::web_config::WebConfig;
+
+/// Connections served at once; Prometheus needs one per server scraping.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The most a request head may take (hyper's least read buffer).
+pub const HEAD_LIMIT: usize = 8192;
+/// The most header fields in a request.
+const MAX_HEADER_FIELDS: usize = 32;
+/// Time for a request head, from when the connection is ready for one (opened, or
+/// its last response sent), and for a TLS handshake.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection is asked to close after this (at once when idle), and dropped
+/// [`HEAD_TIMEOUT`] later if it has not (a peer that does not read its response).
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+/// `/healthz` answers 503 when the event loop has not run for this long.
+pub const STALE_EVENT_LOOP: Duration = Duration::from_secs(10);
+/// Back-off after a failed accept(2): doubling from the first to the last.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+
+/// Reads `--prometheus ADDR`: a bare port binds 127.0.0.1.
+pub fn parse_listen_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| format!("{text:?} is neither a port nor an address:port"))
+}
+
+/// When the event loop last ran, for `/healthz`.
+#[derive(Debug)]
+struct Heartbeat {
+    since: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Heartbeat {
+    fn beat(&self) {
+        self.last_ms
+            .store(self.since.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn alive(&self) -> bool {
+        let now_ms = self.since.elapsed().as_millis() as u64;
+        now_ms.saturating_sub(self.last_ms.load(Ordering::Relaxed))
+            < STALE_EVENT_LOOP.as_millis() as u64
+    }
+}
+
+/// What every connection reads.
+struct Shared {
+    metrics: Arc<Mutex<Metrics>>,
+    errors: Arc<ScrapeErrors>,
+    auth: Option<BasicAuth>,
+    heartbeat: Heartbeat,
+}
+
+/// The HTTP endpoint, serving until dropped.
+pub struct Exporter {
+    pub address: SocketAddr,
+    /// Whether it serves HTTPS.
+    pub https: bool,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    failure: mpsc::Receiver<String>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Exporter {
+    /// Binds `address` and serves.
+    pub fn start(
+        address: SocketAddr,
+        metrics: Arc<Mutex<Metrics>>,
+        config: WebConfig,
+    ) -> Result<Exporter, String> {
+        let listener =
+            std::net::TcpListener::bind(address).map_err(|e| format!("{address}: {e}"))?;
+        Exporter::serve(listener, metrics, config).map_err(|e| format!("{address}: {e}"))
+    }
+
+    /// Serves on a listening socket.
+    pub fn serve(
+        listener: std::net::TcpListener,
+        metrics: Arc<Mutex<Metrics>>,
+        config: WebConfig,
+    ) -> Result<Exporter, String> {
+        let address = listener.local_addr().map_err(|e| e.to_string())?;
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .max_blocking_threads(1)
+            .thread_name("tcpstall-auth")
+            .build()
+            .map_err(|e| e.to_string())?;
+        let errors = metrics
+            .lock()
+            .map_err(|_| "the metrics are poisoned".to_string())?
+            .scrape_errors();
+        let shared = Arc::new(Shared {
+            metrics,
+            errors,
+            auth: BasicAuth::new(config.users),
+            heartbeat: Heartbeat {
+                since: Instant::now(),
+                last_ms: AtomicU64::new(0),
+            },
+        });
+        let https = config.tls.is_some();
+        let tls = config.tls.map(TlsAcceptor::from);
+        let (stop, stopped) = oneshot::channel();
+        let (failed, failure) = mpsc::channel();
+        let serving = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("tcpstall-http".into())
+            .spawn(move || {
+                let served = runtime.block_on(async move {
+                    let listener = TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+                    accept_loop(listener, tls, serving, stopped).await
+                });
+                if let Err(e) = served {
+                    let _ = failed.send(e);
+                }
+                runtime.shutdown_background();
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Exporter {
+            address,
+            https,
+            shared,
+            stop: Some(stop),
+            failure,
+            thread: Some(thread),
+        })
+    }
+
+    /// Says that the event loop runs (for `/healthz`).
+    pub fn heartbeat(&self) {
+        self.shared.heartbeat.beat();
+    }
+
+    /// Why the endpoint stopped serving for good, once it has.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.try_recv().ok()
+    }
+
+    /// Waits up to `limit` for the endpoint to fail.
+    pub fn wait_failure(&self, limit: Duration) -> Option<String> {
+        self.failure.recv_timeout(limit).ok()
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Accepts until stopped; an error only when the listener cannot accept any more.
+async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    mut stopped: oneshot::Receiver<()>,
+) -> Result<(), String> {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut backoff = ACCEPT_BACKOFF.0;
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stopped => return Ok(()),
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                backoff = ACCEPT_BACKOFF.0;
+                match Arc::clone(&slots).try_acquire_owned() {
+                    Ok(slot) => {
+                        tokio::spawn(connection(stream, tls.clone(), Arc::clone(&shared), slot));
+                    }
+                    Err(_) => {
+                        shared.errors.count(ScrapeError::TooManyConnections);
+                        drop(stream);
+                    }
+                }
+            }
+            Err(e) => {
+                let error = match e.raw_os_error() {
+                    Some(libc::EMFILE) => ScrapeError::AcceptEmfile,
+                    Some(libc::ENFILE) => ScrapeError::AcceptEnfile,
+                    Some(libc::ENOBUFS | libc::ENOMEM) => ScrapeError::AcceptNoMemory,
+                    // The socket is not a listening one (any more): accept(2) cannot
+                    // succeed again.
+                    Some(libc::EBADF | libc::EINVAL | libc::ENOTSOCK | libc::EOPNOTSUPP) => {
+                        return Err(format!("accepting connections: {e}"));
+                    }
+                    _ => ScrapeError::AcceptOther,
+                };
+                shared.errors.count(error);
+                tokio::select! {
+                    _ = &mut stopped => return Ok(()),
+                    () = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(ACCEPT_BACKOFF.1);
+            }
+        }
+    }
+}
+
+/// One connection: its TLS handshake, then HTTP; `_slot` is released when it ends.
+async fn connection(
+    stream: TcpStream,
+    tls: Option<TlsAcceptor>,
+    shared: Arc<Shared>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    let Some(acceptor) = tls else {
+        return serve_http(stream, shared).await;
+    };
+    match tokio::time::timeout(HEAD_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => serve_http(stream, shared).await,
+        Ok(Err(_)) => shared.errors.count(ScrapeError::TlsHandshake),
+        Err(_) => shared.errors.count(ScrapeError::Timeout),
+    }
+}
+
+async fn serve_http<S>(stream: S, shared: Arc<Shared>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let requests = Arc::new(AtomicU64::new(0));
+    let service = {
+        let shared = Arc::clone(&shared);
+        let requests = Arc::clone(&requests);
+        hyper::service::service_fn(move |request| {
+            requests.fetch_add(1, Ordering::Relaxed);
+            let shared = Arc::clone(&shared);
+            async move { Ok::<_, Infallible>(respond(request, shared).await) }
+        })
+    };
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(HEAD_LIMIT)
+        .max_headers(MAX_HEADER_FIELDS);
+    let mut connection = std::pin::pin!(http.serve_connection(TokioIo::new(stream), service));
+    let ended = tokio::select! {
+        ended = connection.as_mut() => ended,
+        () = tokio::time::sleep(CONNECTION_LIFETIME) => {
+            connection.as_mut().graceful_shutdown();
+            match tokio::time::timeout(HEAD_TIMEOUT, connection.as_mut()).await {
+                Ok(ended) => ended,
+                Err(_) => {
+                    shared.errors.count(ScrapeError::Timeout);
+                    return;
+                }
+            }
+        }
+    };
+    let Err(e) = ended else { return };
+    if e.is_parse_too_large() {
+        shared.errors.count(ScrapeError::HeaderTooLarge);
+    } else if e.is_timeout() {
+        // A connection idle after its requests is closed, not counted.
+        if requests.load(Ordering::Relaxed) == 0 {
+            shared.errors.count(ScrapeError::Timeout);
+        }
+    } else if e.is_parse() {
+        shared.errors.count(ScrapeError::BadRequest);
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn method_not_allowed() -> Response<Full<Bytes>> {
+    let mut response = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "tcpstall watch: GET or HEAD\n",
+    );
+    response
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    response
+}
+
+async fn respond(request: Request<Incoming>, shared: Arc<Shared>) -> Response<Full<Bytes>> {
+    let readable = matches!(*request.method(), Method::GET | Method::HEAD);
+    match request.uri().path() {
+        "/metrics" => {
+            if !authorized(&request, &shared).await {
+                shared.errors.count(ScrapeError::Unauthorized);
+                let mut response = text(StatusCode::UNAUTHORIZED, "tcpstall watch: unauthorized\n");
+                response.headers_mut().insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"tcpstall\", charset=\"UTF-8\""),
+                );
+                return response;
+            }
+            if !readable {
+                return method_not_allowed();
+            }
+            let Ok(body) = shared.metrics.lock().map(|m| m.render()) else {
+                return text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "tcpstall watch: metrics unavailable\n",
+                );
+            };
+            let mut response = Response::new(Full::new(Bytes::from(body)));
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            response
+        }
+        "/healthz" if !readable => method_not_allowed(),
+        "/healthz" if shared.heartbeat.alive() => text(StatusCode::OK, "ok\n"),
+        "/healthz" => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "tcpstall watch: the event loop is not running\n",
+        ),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "tcpstall watch: metrics are at /metrics\n",
+        ),
+    }
+}
+
+/// Whether the request may read the metrics: always without users; with users, by its
+/// credentials (a bcrypt on the blocking thread when they were not verified before).
+async fn authorized(request: &Request<Incoming>, shared: &Arc<Shared>) -> bool {
+    let Some(auth) = &shared.auth else {
+        return true;
+    };
+    let header = request
+        .headers()
+        .get(AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    match auth.check(header) {
+        Check::Allowed => true,
+        Check::Denied => false,
+        Check::Verify(pending) => {
+            let shared = Arc::clone(shared);
+            tokio::task::spawn_blocking(move || {
+                shared
+                    .auth
+                    .as_ref()
+                    .is_some_and(|auth| auth.verify(pending))
+            })
+            .await
+            .unwrap_or(false)
+        }
+    }
+}

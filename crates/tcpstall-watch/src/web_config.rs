@@ -1,0 +1,254 @@
+//! `--web.config.file`: the endpoint's TLS and basic-auth settings, in the file format of
+//! Prometheus's exporter-toolkit (its docs/web-configuration.md), so that a file written
+//! for node_exporter, and the scrape_config that goes with it, serve here too.
+//!
+//! Paths in the file are relative to the file's directory. Every problem is an error
+//! of one line: a field tcpstall does not offer is named rather than ignored.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+use rustls::ServerConfig;
+use rustls::SupportedProtocolVersion;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use serde::Deserialize;
+
+/// The endpoint's settings read from the file.
+#[derive(Debug, Default)]
+pub struct WebConfig {
+    /// TLS, when the file names a certificate and its key.
+    pub tls: Option<Arc<ServerConfig>>,
+    /// Basic-auth users and their bcrypt hashes; empty: no authentication.
+    pub users: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebConfigFile {
+    tls_server_config: Option<TlsServerConfig>,
+    http_server_config: Option<HttpServerConfig>,
+    basic_auth_users: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TlsServerConfig {
+    cert_file: Option<String>,
+    key_file: Option<String>,
+    client_ca_file: Option<String>,
+    client_auth_type: Option<String>,
+    min_version: Option<String>,
+    max_version: Option<String>,
+    // exporter-toolkit's, not offered here: read so that the error names them.
+    cert: Option<serde_norway::Value>,
+    key: Option<serde_norway::Value>,
+    client_ca: Option<serde_norway::Value>,
+    cipher_suites: Option<serde_norway::Value>,
+    curve_preferences: Option<serde_norway::Value>,
+    prefer_server_cipher_suites: Option<serde_norway::Value>,
+    client_allowed_sans: Option<serde_norway::Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpServerConfig {
+    /// HTTP/2 is not served (HTTP/1.1 only); `true` or `false` are both accepted, as
+    /// Prometheus scrapes over HTTP/1.1 either way.
+    #[allow(dead_code)]
+    http2: Option<bool>,
+    headers: Option<serde_norway::Value>,
+}
+
+/// Reads and checks the file: its certificate and key loaded, each hash parsed.
+pub fn load(path: &Path) -> Result<WebConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let directory = path.parent().unwrap_or(Path::new("."));
+    parse(&text, directory).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The file's text, its relative paths taken from `directory`.
+pub fn parse(text: &str, directory: &Path) -> Result<WebConfig, String> {
+    // An empty file (or one of comments) is no settings, as for exporter-toolkit.
+    let file: Option<WebConfigFile> =
+        serde_norway::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+    let file = file.unwrap_or_default();
+    if let Some(http) = &file.http_server_config
+        && http.headers.is_some()
+    {
+        return Err("http_server_config.headers is not supported by tcpstall".into());
+    }
+    let users = file.basic_auth_users.unwrap_or_default();
+    for (user, hash) in &users {
+        // RFC 7617 2: the user-id cannot contain a colon.
+        if user.is_empty() || user.contains(':') {
+            return Err(format!(
+                "basic_auth_users: {user:?} is not a user name (not empty, no colon)"
+            ));
+        }
+        hash.parse::<bcrypt::HashParts>()
+            .map_err(|e| format!("basic_auth_users: {user}: not a bcrypt hash ({e})"))?;
+    }
+    let tls = match file.tls_server_config {
+        Some(tls) => server_config(&tls, directory)?,
+        None => None,
+    };
+    Ok(WebConfig { tls, users })
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The TLS settings as rustls's, or `None` when the section names no certificate at all.
+fn server_config(
+    tls: &TlsServerConfig,
+    directory: &Path,
+) -> Result<Option<Arc<ServerConfig>>, String> {
+    let unsupported = [
+        ("cert", tls.cert.is_some()),
+        ("key", tls.key.is_some()),
+        ("client_ca", tls.client_ca.is_some()),
+        ("cipher_suites", tls.cipher_suites.is_some()),
+        ("curve_preferences", tls.curve_preferences.is_some()),
+        (
+            "prefer_server_cipher_suites",
+            tls.prefer_server_cipher_suites.is_some(),
+        ),
+        ("client_allowed_sans", tls.client_allowed_sans.is_some()),
+    ];
+    if let Some((field, _)) = unsupported.iter().find(|(_, given)| *given) {
+        return Err(format!(
+            "tls_server_config.{field} is not supported by tcpstall (use cert_file, key_file, client_ca_file, client_auth_type, min_version, max_version)"
+        ));
+    }
+    let (cert_file, key_file) = match (&tls.cert_file, &tls.key_file) {
+        (Some(cert), Some(key)) => (directory.join(cert), directory.join(key)),
+        (None, None)
+            if tls.client_ca_file.is_none()
+                && tls.client_auth_type.is_none()
+                && tls.min_version.is_none()
+                && tls.max_version.is_none() =>
+        {
+            return Ok(None);
+        }
+        (_, None) => return Err("tls_server_config: missing key_file".into()),
+        (None, _) => return Err("tls_server_config: missing cert_file".into()),
+    };
+    let versions = protocol_versions(tls)?;
+    let client_ca = tls.client_ca_file.as_ref().map(|f| directory.join(f));
+    // Go's tls.ClientAuthType names, as exporter-toolkit reads them.
+    let client_auth = tls.client_auth_type.as_deref().unwrap_or("NoClientCert");
+    let require_client_cert = match (client_auth, &client_ca) {
+        ("NoClientCert", None) => None,
+        ("NoClientCert", Some(_)) => {
+            return Err("tls_server_config: client_ca_file is given but client_auth_type is NoClientCert (use VerifyClientCertIfGiven or RequireAndVerifyClientCert)".into());
+        }
+        ("VerifyClientCertIfGiven", Some(ca)) => Some((ca, false)),
+        ("RequireAndVerifyClientCert", Some(ca)) => Some((ca, true)),
+        ("VerifyClientCertIfGiven" | "RequireAndVerifyClientCert", None) => {
+            return Err(format!(
+                "tls_server_config: client_auth_type {client_auth} needs client_ca_file"
+            ));
+        }
+        ("RequestClientCert" | "RequireAnyClientCert", _) => {
+            return Err(format!(
+                "tls_server_config: client_auth_type {client_auth} (a client certificate not verified) is not supported by tcpstall: use VerifyClientCertIfGiven or RequireAndVerifyClientCert"
+            ));
+        }
+        (other, _) => {
+            return Err(format!(
+                "tls_server_config: unknown client_auth_type {other:?} (NoClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert)"
+            ));
+        }
+    };
+    let certificates = certificates_of(&cert_file, "cert_file")?;
+    let key = PrivateKeyDer::from_pem_file(&key_file)
+        .map_err(|e| format!("key_file {}: {}", key_file.display(), pem_error(&e)))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("tls_server_config: {e}"))?;
+    let builder = match require_client_cert {
+        None => builder.with_no_client_auth(),
+        Some((ca_file, required)) => {
+            let mut roots = RootCertStore::empty();
+            for certificate in certificates_of(ca_file, "client_ca_file")? {
+                roots
+                    .add(certificate)
+                    .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
+            }
+            let mut verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            if !required {
+                verifier = verifier.allow_unauthenticated();
+            }
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("client_ca_file {}: {e}", ca_file.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(certificates, key).map_err(|e| {
+        format!(
+            "cert_file {} with key_file {}: {e}",
+            cert_file.display(),
+            key_file.display()
+        )
+    })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some(Arc::new(config)))
+}
+
+/// Every certificate of a PEM file; none is an error.
+fn certificates_of(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certificates = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{field} {}: {}", path.display(), pem_error(&e)))?;
+    if certificates.is_empty() {
+        return Err(format!(
+            "{field} {}: no PEM certificate in it",
+            path.display()
+        ));
+    }
+    Ok(certificates)
+}
+
+fn pem_error(error: &rustls::pki_types::pem::Error) -> String {
+    match error {
+        rustls::pki_types::pem::Error::Io(e) => e.to_string(),
+        rustls::pki_types::pem::Error::NoItemsFound => "no PEM item of that kind in it".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// TLS 1.2 up to 1.3 unless min_version or max_version say otherwise (exporter-toolkit's
+/// default minimum is TLS12 too); rustls offers nothing older.
+fn protocol_versions(
+    tls: &TlsServerConfig,
+) -> Result<Vec<&'static SupportedProtocolVersion>, String> {
+    let rank = |field: &str, text: &Option<String>, default: u8| match text.as_deref() {
+        None => Ok(default),
+        Some("TLS12") => Ok(2),
+        Some("TLS13") => Ok(3),
+        Some("TLS10" | "TLS11") => Err(format!(
+            "tls_server_config.{field}: TLS 1.0 and 1.1 are not offered (TLS12 or TLS13)"
+        )),
+        Some(other) => Err(format!(
+            "tls_server_config.{field}: unknown version {other:?} (TLS12 or TLS13)"
+        )),
+    };
+    let min = rank("min_version", &tls.min_version, 2)?;
+    let max = rank("max_version", &tls.max_version, 3)?;
+    if min > max {
+        return Err("tls_server_config: min_version is above max_version".into());
+    }
+    Ok([(2, &rustls::version::TLS12), (3, &rustls::version::TLS13)]
+        .into_iter()
+        .filter(|(rank, _)| (min..=max).contains(rank))
+        .map(|(_, version)| version)
+        .collect())
+}
