@@ -400,3 +400,277 @@ async fn authorized(request: &Request<Incoming>, shared: &Arc<Shared>) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::summary::tests::stall;
+    use crate::web_config::tests::{TestDir, write_certificates};
+    use std::io::{Read, Write};
+    use std::net::TcpStream as StdStream;
+    use std::os::fd::AsRawFd;
+    use std::path::Path;
+
+    fn metrics() -> Arc<Mutex<Metrics>> {
+        let metrics = Arc::new(Mutex::new(Metrics::new(10, 32768)));
+        metrics.lock().unwrap().record(&stall("client", 40000, 41));
+        metrics
+    }
+
+    /// Sends `request` and reads until the server closes: the whole response.
+    fn exchange(stream: &mut impl ReadWrite, request: &[u8]) -> String {
+        stream.write_all(request).unwrap();
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response);
+        String::from_utf8_lossy(&response).into_owned()
+    }
+
+    trait ReadWrite: Read + Write {}
+    impl<T: Read + Write> ReadWrite for T {}
+
+    fn plain(address: SocketAddr, request: &str) -> String {
+        let mut stream = StdStream::connect(address).unwrap();
+        exchange(&mut stream, request.as_bytes())
+    }
+
+    /// Waits (at most a minute, against a hang) until `done` holds.
+    fn eventually(mut done: impl FnMut() -> bool) -> bool {
+        for _ in 0..600 {
+            if done() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    #[test]
+    fn paths_and_methods() {
+        let exporter = Exporter::start(
+            "127.0.0.1:0".parse().unwrap(),
+            metrics(),
+            WebConfig::default(),
+        )
+        .unwrap();
+        let address = exporter.address;
+        let ok = plain(address, "GET /metrics?x=1&y HTTP/1.0\r\n\r\n");
+        assert!(
+            ok.starts_with("HTTP/1.0 200 ") || ok.starts_with("HTTP/1.1 200 "),
+            "{ok}"
+        );
+        assert!(ok.contains("text/plain; version=0.0.4"));
+        assert!(ok.contains("tcpstall_stalls_total{comm=\"client\""));
+        let head = plain(
+            address,
+            "HEAD /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+        );
+        assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+        assert!(!head.contains("tcpstall_stalls_total"), "{head}");
+        let post = plain(
+            address,
+            "POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        assert!(post.starts_with("HTTP/1.1 405 "), "{post}");
+        assert!(
+            post.to_ascii_lowercase().contains("allow: get, head"),
+            "{post}"
+        );
+        let missing = plain(address, "GET /metric HTTP/1.0\r\n\r\n");
+        assert!(missing.contains(" 404 "), "{missing}");
+        exporter.heartbeat();
+        let health = plain(address, "GET /healthz HTTP/1.0\r\n\r\n");
+        assert!(
+            health.contains(" 200 ") && health.ends_with("\r\n\r\nok\n"),
+            "{health}"
+        );
+        let garbage = plain(address, "\x16\x03\x01 not http\r\n\r\n");
+        assert!(garbage.contains(" 400 "), "{garbage}");
+        let errors = exporter.shared.errors.clone();
+        assert!(eventually(|| errors.get(ScrapeError::BadRequest) == 1));
+    }
+
+    #[test]
+    fn a_head_past_the_limit_is_answered_431() {
+        let exporter = Exporter::start(
+            "127.0.0.1:0".parse().unwrap(),
+            metrics(),
+            WebConfig::default(),
+        )
+        .unwrap();
+        let mut stream = StdStream::connect(exporter.address).unwrap();
+        let mut line = b"GET /".to_vec();
+        line.resize(HEAD_LIMIT + 1, b'a');
+        let response = exchange(&mut stream, &line);
+        // The server may reset the connection over the rest of the line instead.
+        assert!(
+            response.is_empty() || response.starts_with("HTTP/1.1 431 "),
+            "{response}"
+        );
+        let errors = exporter.shared.errors.clone();
+        assert!(eventually(|| errors.get(ScrapeError::HeaderTooLarge) == 1));
+        let ok = plain(exporter.address, "GET /metrics HTTP/1.0\r\n\r\n");
+        assert!(ok.contains(" 200 "), "{ok}");
+    }
+
+    #[test]
+    fn a_connection_past_the_cap_is_closed_at_once() {
+        let exporter = Exporter::start(
+            "127.0.0.1:0".parse().unwrap(),
+            metrics(),
+            WebConfig::default(),
+        )
+        .unwrap();
+        let idle: Vec<StdStream> = (0..MAX_CONNECTIONS)
+            .map(|_| StdStream::connect(exporter.address).unwrap())
+            .collect();
+        let refused = plain(exporter.address, "GET /metrics HTTP/1.0\r\n\r\n");
+        assert_eq!(refused, "", "served past the cap");
+        assert_eq!(
+            exporter.shared.errors.get(ScrapeError::TooManyConnections),
+            1
+        );
+        drop(idle);
+        // The slots come back as the idle connections close.
+        assert!(eventually(|| plain(
+            exporter.address,
+            "GET /metrics HTTP/1.0\r\n\r\n"
+        )
+        .contains(" 200 ")));
+    }
+
+    #[test]
+    fn a_listener_that_cannot_accept_any_more_is_a_failure() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let same_socket = listener.try_clone().unwrap();
+        let exporter = Exporter::serve(listener, metrics(), WebConfig::default()).unwrap();
+        assert!(plain(exporter.address, "GET /metrics HTTP/1.0\r\n\r\n").contains(" 200 "));
+        assert_eq!(exporter.failure(), None);
+        // shutdown(2) on a listening socket stops it listening: accept(2) then fails
+        // with EINVAL for good.
+        // SAFETY: shutdown on a socket this test owns.
+        assert_eq!(
+            unsafe { libc::shutdown(same_socket.as_raw_fd(), libc::SHUT_RD) },
+            0
+        );
+        let failure = exporter.wait_failure(Duration::from_secs(60));
+        assert!(
+            failure
+                .as_deref()
+                .is_some_and(|f| f.starts_with("accepting connections: ")),
+            "{failure:?}"
+        );
+    }
+
+    fn tls_client(dir: &Path, client_certificate: bool) -> Arc<rustls::ClientConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_file(dir.join("ca.pem")).unwrap())
+            .unwrap();
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+        Arc::new(if client_certificate {
+            builder
+                .with_client_auth_cert(
+                    vec![CertificateDer::from_pem_file(dir.join("client.pem")).unwrap()],
+                    PrivateKeyDer::from_pem_file(dir.join("client-key.pem")).unwrap(),
+                )
+                .unwrap()
+        } else {
+            builder.with_no_client_auth()
+        })
+    }
+
+    fn https(address: SocketAddr, client: &Arc<rustls::ClientConfig>, request: &str) -> String {
+        let connection =
+            rustls::ClientConnection::new(Arc::clone(client), "127.0.0.1".try_into().unwrap())
+                .unwrap();
+        let mut stream = rustls::StreamOwned::new(connection, StdStream::connect(address).unwrap());
+        exchange(&mut stream, request.as_bytes())
+    }
+
+    #[test]
+    fn tls_with_basic_auth() {
+        let dir = TestDir::new("endpoint-tls");
+        write_certificates(&dir.0);
+        let hash = bcrypt::hash("right", 4).unwrap();
+        let config = crate::web_config::parse(
+            &format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prometheus: {hash}\n"),
+            &dir.0,
+        )
+        .unwrap();
+        let exporter = Exporter::start("127.0.0.1:0".parse().unwrap(), metrics(), config).unwrap();
+        assert!(exporter.https);
+        let client = tls_client(&dir.0, false);
+        let request = |credentials: Option<&str>| {
+            use base64::Engine as _;
+            let authorization = credentials.map_or(String::new(), |c| {
+                format!(
+                    "Authorization: Basic {}\r\n",
+                    base64::engine::general_purpose::STANDARD.encode(c)
+                )
+            });
+            https(
+                exporter.address,
+                &client,
+                &format!(
+                    "GET /metrics HTTP/1.1\r\nHost: a\r\n{authorization}Connection: close\r\n\r\n"
+                ),
+            )
+        };
+        let none = request(None);
+        assert!(none.starts_with("HTTP/1.1 401 "), "{none}");
+        assert!(none.contains("Basic realm=\"tcpstall\""), "{none}");
+        let wrong = request(Some("prometheus:wrong"));
+        assert!(wrong.starts_with("HTTP/1.1 401 "), "{wrong}");
+        let unknown = request(Some("nobody:right"));
+        assert!(unknown.starts_with("HTTP/1.1 401 "), "{unknown}");
+        for _ in 0..2 {
+            let right = request(Some("prometheus:right"));
+            assert!(right.starts_with("HTTP/1.1 200 "), "{right}");
+            assert!(right.contains("tcpstall_stalls_total{comm=\"client\""));
+        }
+        let errors = exporter.shared.errors.clone();
+        assert_eq!(errors.get(ScrapeError::Unauthorized), 3);
+        // Plain HTTP to the TLS port is no handshake.
+        let _ = plain(exporter.address, "GET /metrics HTTP/1.0\r\n\r\n");
+        assert!(eventually(|| errors.get(ScrapeError::TlsHandshake) == 1));
+    }
+
+    #[test]
+    fn tls_requiring_a_client_certificate() {
+        let dir = TestDir::new("endpoint-mtls");
+        write_certificates(&dir.0);
+        let config = crate::web_config::parse(
+            "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n  client_ca_file: ca.pem\n  client_auth_type: RequireAndVerifyClientCert\n",
+            &dir.0,
+        )
+        .unwrap();
+        let exporter = Exporter::start("127.0.0.1:0".parse().unwrap(), metrics(), config).unwrap();
+        let request = "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+        let with = https(exporter.address, &tls_client(&dir.0, true), request);
+        assert!(with.starts_with("HTTP/1.1 200 "), "{with}");
+        let without = https(exporter.address, &tls_client(&dir.0, false), request);
+        assert_eq!(without, "");
+        let errors = exporter.shared.errors.clone();
+        assert!(eventually(|| errors.get(ScrapeError::TlsHandshake) == 1));
+    }
+
+    #[test]
+    fn listen_addresses() {
+        assert_eq!(
+            parse_listen_address("9464").unwrap(),
+            "127.0.0.1:9464".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_address("0.0.0.0:9464").unwrap(),
+            "0.0.0.0:9464".parse().unwrap()
+        );
+        assert!(parse_listen_address("nonsense").is_err());
+    }
+}

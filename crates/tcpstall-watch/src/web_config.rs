@@ -135,8 +135,8 @@ fn server_config(
         {
             return Ok(None);
         }
-        (_, None) => return Err("tls_server_config: missing key_file".into()),
         (None, _) => return Err("tls_server_config: missing cert_file".into()),
+        (_, None) => return Err("tls_server_config: missing key_file".into()),
     };
     let versions = protocol_versions(tls)?;
     let client_ca = tls.client_ca_file.as_ref().map(|f| directory.join(f));
@@ -251,4 +251,194 @@ fn protocol_versions(
         .filter(|(rank, _)| (min..=max).contains(rank))
         .map(|(_, version)| version)
         .collect())
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A directory of its own under the system's temporary one, removed on drop.
+    pub struct TestDir(pub PathBuf);
+
+    impl TestDir {
+        pub fn new(name: &str) -> TestDir {
+            let path = std::env::temp_dir()
+                .join(format!("tcpstall-web-config-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).expect("create a test directory");
+            TestDir(path)
+        }
+    }
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Writes a throwaway CA (ca.pem), a server certificate for 127.0.0.1 and
+    /// localhost signed by it (cert.pem, key.pem), a client certificate signed by it
+    /// (client.pem, client-key.pem) and a second self-signed pair (other.pem,
+    /// other-key.pem) into `dir`.
+    pub fn write_certificates(dir: &Path) {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "tcpstall test CA");
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let write = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
+        write("ca.pem", ca.pem());
+        for (cert, key, names) in [
+            (
+                "cert.pem",
+                "key.pem",
+                vec!["127.0.0.1".to_string(), "localhost".into()],
+            ),
+            ("client.pem", "client-key.pem", vec!["client".to_string()]),
+        ] {
+            let key_pair = KeyPair::generate().unwrap();
+            let certificate = CertificateParams::new(names)
+                .unwrap()
+                .signed_by(&key_pair, &ca)
+                .unwrap();
+            write(cert, certificate.pem());
+            write(key, key_pair.serialize_pem());
+        }
+        let other_key = KeyPair::generate().unwrap();
+        let other = CertificateParams::new(vec!["other".to_string()])
+            .unwrap()
+            .self_signed(&other_key)
+            .unwrap();
+        write("other.pem", other.pem());
+        write("other-key.pem", other_key.serialize_pem());
+    }
+
+    #[test]
+    fn a_good_file_with_relative_paths() {
+        let dir = TestDir::new("good");
+        write_certificates(&dir.0);
+        let hash = bcrypt::hash("secret", 4).unwrap();
+        let file = dir.0.join("web.yml");
+        std::fs::write(
+            &file,
+            format!(
+                "# as for node_exporter\ntls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n  client_ca_file: ca.pem\n  client_auth_type: VerifyClientCertIfGiven\n  min_version: TLS12\nhttp_server_config:\n  http2: false\nbasic_auth_users:\n  prometheus: '{hash}'\n"
+            ),
+        )
+        .unwrap();
+        let config = load(&file).unwrap();
+        assert!(config.tls.is_some());
+        assert_eq!(config.users.get("prometheus"), Some(&hash));
+        // Basic auth alone, and an empty file.
+        let config = parse(&format!("basic_auth_users:\n  a: {hash}\n"), &dir.0).unwrap();
+        assert!(config.tls.is_none());
+        assert_eq!(config.users.len(), 1);
+        let config = parse("# nothing yet\n", &dir.0).unwrap();
+        assert!(config.tls.is_none() && config.users.is_empty());
+        let config = parse("tls_server_config:\n", &dir.0).unwrap();
+        assert!(config.tls.is_none());
+    }
+
+    #[test]
+    fn every_malformed_file_is_one_line_naming_its_fault() {
+        let dir = TestDir::new("malformed");
+        write_certificates(&dir.0);
+        std::fs::write(dir.0.join("not-pem.pem"), "hello\n").unwrap();
+        let hash = bcrypt::hash("secret", 4).unwrap();
+        let tls = |rest: &str| {
+            format!("tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n{rest}")
+        };
+        let cases = [
+            ("tls_server_config: [\n".to_string(), "line"),
+            (
+                "basic_auth_user:\n  a: b\n".into(),
+                "unknown field `basic_auth_user`",
+            ),
+            (tls("  cert_fil: x\n"), "unknown field `cert_fil`"),
+            (
+                "tls_server_config:\n  cert_file: cert.pem\n".into(),
+                "missing key_file",
+            ),
+            (
+                "tls_server_config:\n  key_file: key.pem\n".into(),
+                "missing cert_file",
+            ),
+            (
+                "tls_server_config:\n  client_ca_file: ca.pem\n".into(),
+                "missing cert_file",
+            ),
+            (
+                "tls_server_config:\n  cert_file: absent.pem\n  key_file: key.pem\n".into(),
+                "absent.pem",
+            ),
+            (
+                "tls_server_config:\n  cert_file: not-pem.pem\n  key_file: key.pem\n".into(),
+                "no PEM certificate",
+            ),
+            (
+                "tls_server_config:\n  cert_file: cert.pem\n  key_file: not-pem.pem\n".into(),
+                "key_file",
+            ),
+            (
+                "tls_server_config:\n  cert_file: cert.pem\n  key_file: other-key.pem\n".into(),
+                "with key_file",
+            ),
+            (
+                tls("  client_ca_file: ca.pem\n"),
+                "client_auth_type is NoClientCert",
+            ),
+            (
+                tls("  client_auth_type: RequireAndVerifyClientCert\n"),
+                "needs client_ca_file",
+            ),
+            (
+                tls("  client_auth_type: RequireAnyClientCert\n"),
+                "not supported",
+            ),
+            (
+                tls("  client_ca_file: ca.pem\n  client_auth_type: Sometimes\n"),
+                "unknown client_auth_type",
+            ),
+            (
+                tls(
+                    "  client_ca_file: not-pem.pem\n  client_auth_type: RequireAndVerifyClientCert\n",
+                ),
+                "client_ca_file",
+            ),
+            (tls("  min_version: TLS10\n"), "not offered"),
+            (tls("  max_version: SSL3\n"), "unknown version"),
+            (
+                tls("  min_version: TLS13\n  max_version: TLS12\n"),
+                "above max_version",
+            ),
+            (
+                tls("  cipher_suites: [TLS_AES_128_GCM_SHA256]\n"),
+                "cipher_suites is not supported",
+            ),
+            (
+                "http_server_config:\n  headers:\n    X-A: b\n".into(),
+                "headers is not supported",
+            ),
+            (
+                "basic_auth_users:\n  prometheus: plain-text\n".into(),
+                "not a bcrypt hash",
+            ),
+            (
+                format!("basic_auth_users:\n  'a:b': '{hash}'\n"),
+                "not a user name",
+            ),
+        ];
+        for (text, expected) in cases {
+            let error = match parse(&text, &dir.0) {
+                Ok(_) => panic!("accepted:\n{text}"),
+                Err(e) => e,
+            };
+            assert!(error.contains(expected), "{error:?} for:\n{text}");
+            assert!(!error.contains('\n'), "{error:?}");
+        }
+        let missing = load(&dir.0.join("absent.yml")).unwrap_err();
+        assert!(missing.contains("absent.yml"), "{missing}");
+    }
 }
