@@ -255,6 +255,61 @@ fn hostile_peers_leave_the_endpoint_serving_in_bounded_memory_and_threads() {
     let _ = watch.0.kill();
 }
 
+#[test]
+#[ignore = "needs root and BTF (watch); .ci/run runs it"]
+fn running_out_of_descriptors_is_counted_and_survived() {
+    let Some(()) = can_watch("the out-of-descriptors test") else {
+        return;
+    };
+    let port = free_port();
+    let mut watch = start_watch(port, SERVICE_OPEN_FILES);
+    let pid = watch.0.id();
+    // Watch left 8 descriptors to spare (prlimit(2) on the running process), far fewer
+    // than the connections it serves at once: accept(2) fails with EMFILE.
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("watch's descriptors")
+        .count() as libc::rlim_t;
+    let limit = libc::rlimit {
+        rlim_cur: open + 8,
+        rlim_max: SERVICE_OPEN_FILES,
+    };
+    // SAFETY: prlimit on the child this test started.
+    let set = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &limit,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(set, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let idle: Vec<TcpStream> = (0..40)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    drop(idle);
+    // The descriptors come back as the connections close: served again, the failures
+    // counted.
+    let mut metrics = None;
+    for _ in 0..300 {
+        metrics = http_get(port, "/metrics");
+        if metrics.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        watch.0.try_wait().expect("watch's status").is_none(),
+        "watch ended out of descriptors"
+    );
+    let metrics = metrics.expect("a scrape after the descriptors came back");
+    let emfile = sample(
+        &metrics,
+        "tcpstall_scrape_errors_total{reason=\"accept_emfile\"}",
+    );
+    assert!(emfile >= 1.0, "accept_emfile: {emfile}\n{metrics}");
+}
+
 /// The descriptor number of `pid`'s listening TCP socket on `port`.
 fn listening_descriptor(pid: u32, port: u16) -> Option<i32> {
     let inode = ["/proc/net/tcp", "/proc/net/tcp6"]
