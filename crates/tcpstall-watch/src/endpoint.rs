@@ -662,6 +662,27 @@ mod tests {
     }
 
     #[test]
+    fn health_is_the_event_loop_running_lately() {
+        let started = Instant::now();
+        let heartbeat = Heartbeat {
+            since: started,
+            last_ms: AtomicU64::new(0),
+        };
+        assert!(heartbeat.alive(), "at start");
+        // Started long ago and never beaten since.
+        let Some(long_ago) = started.checked_sub(STALE_EVENT_LOOP * 2) else {
+            return;
+        };
+        let stale = Heartbeat {
+            since: long_ago,
+            last_ms: AtomicU64::new(0),
+        };
+        assert!(!stale.alive());
+        stale.beat();
+        assert!(stale.alive());
+    }
+
+    #[test]
     fn listen_addresses() {
         assert_eq!(
             parse_listen_address("9464").unwrap(),

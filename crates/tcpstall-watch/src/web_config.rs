@@ -63,9 +63,29 @@ struct HttpServerConfig {
     headers: Option<serde_norway::Value>,
 }
 
+/// The most any of the files is read: far more than a web config, a certificate chain
+/// or a key takes, and a bound on a path that names something else (/dev/zero, say).
+const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// A file's bytes, at most [`MAX_FILE_BYTES`] of them.
+fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("larger than {} KiB", MAX_FILE_BYTES >> 10));
+    }
+    Ok(bytes)
+}
+
 /// Reads and checks the file: its certificate and key loaded, each hash parsed.
 pub fn load(path: &Path) -> Result<WebConfig, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = read_bounded(path)
+        .and_then(|bytes| String::from_utf8(bytes).map_err(|_| "not UTF-8 text".into()))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let directory = path.parent().unwrap_or(Path::new("."));
     parse(&text, directory).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -166,8 +186,9 @@ fn server_config(
         }
     };
     let certificates = certificates_of(&cert_file, "cert_file")?;
-    let key = PrivateKeyDer::from_pem_file(&key_file)
-        .map_err(|e| format!("key_file {}: {}", key_file.display(), pem_error(&e)))?;
+    let key = read_bounded(&key_file)
+        .and_then(|pem| PrivateKeyDer::from_pem_slice(&pem).map_err(|e| pem_error(&e)))
+        .map_err(|e| format!("key_file {}: {e}", key_file.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&versions)
@@ -205,9 +226,13 @@ fn server_config(
 
 /// Every certificate of a PEM file; none is an error.
 fn certificates_of(path: &Path, field: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certificates = CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("{field} {}: {}", path.display(), pem_error(&e)))?;
+    let certificates = read_bounded(path)
+        .and_then(|pem| {
+            CertificateDer::pem_slice_iter(&pem)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| pem_error(&e))
+        })
+        .map_err(|e| format!("{field} {}: {e}", path.display()))?;
     if certificates.is_empty() {
         return Err(format!(
             "{field} {}: no PEM certificate in it",
@@ -440,5 +465,13 @@ pub mod tests {
         }
         let missing = load(&dir.0.join("absent.yml")).unwrap_err();
         assert!(missing.contains("absent.yml"), "{missing}");
+        let endless = load(Path::new("/dev/zero")).unwrap_err();
+        assert!(endless.contains("larger than 1024 KiB"), "{endless}");
+        let endless_key = parse(
+            "tls_server_config:\n  cert_file: cert.pem\n  key_file: /dev/zero\n",
+            &dir.0,
+        )
+        .unwrap_err();
+        assert!(endless_key.contains("larger than"), "{endless_key}");
     }
 }
