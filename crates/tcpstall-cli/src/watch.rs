@@ -74,8 +74,9 @@ pub struct WatchArgs {
     /// compare the stall rates before and after it [default: 10]
     #[arg(long, value_name = "SECONDS", requires = "fix")]
     fix_after: Option<f64>,
-    /// Serve metrics at http://ADDR/metrics (Prometheus text format); a bare port binds
-    /// 127.0.0.1 [default: off]
+    /// Serve metrics at http://ADDR/metrics (Prometheus text format; https with
+    /// --web.config.file) and /healthz for probes; a bare port binds 127.0.0.1
+    /// [default: off]
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<String>,
     /// With --prometheus: TLS and basic authentication for the metrics, from a file in
