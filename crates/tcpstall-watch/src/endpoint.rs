@@ -662,6 +662,27 @@ mod tests {
     }
 
     #[test]
+    fn a_scraper_idle_between_requests_is_no_error_a_silent_peer_is() {
+        let exporter = Exporter::start(
+            "127.0.0.1:0".parse().unwrap(),
+            metrics(),
+            WebConfig::default(),
+        )
+        .unwrap();
+        let mut silent = StdStream::connect(exporter.address).unwrap();
+        // A keep-alive scrape, then nothing: closed after HEAD_TIMEOUT.
+        let scraped = plain(exporter.address, "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert!(scraped.starts_with("HTTP/1.1 200 "), "{scraped}");
+        let mut nothing = Vec::new();
+        let _ = silent.read_to_end(&mut nothing);
+        assert!(nothing.is_empty());
+        // One more exchange: the runtime's one thread has counted (or not) both closes
+        // before it accepts this connection.
+        assert!(plain(exporter.address, "GET /healthz HTTP/1.0\r\n\r\n").contains(" 200 "));
+        assert_eq!(exporter.shared.errors.get(ScrapeError::Timeout), 1);
+    }
+
+    #[test]
     fn health_is_the_event_loop_running_lately() {
         let started = Instant::now();
         let heartbeat = Heartbeat {
