@@ -15,6 +15,12 @@ use std::net::{TcpListener, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// One line on standard error and exit status 1.
+fn fail(message: &str) -> ! {
+    eprintln!("echo_pair: {message}");
+    std::process::exit(1);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args
@@ -42,11 +48,19 @@ fn main() {
     }
 
     if mode == "client" {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .unwrap_or_else(|e| fail(&format!("cannot connect to 127.0.0.1:{port}: {e}")));
         exchange_lines(stream, "two-writes", count);
         return;
     }
-    let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind 127.0.0.1");
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap_or_else(|e| {
+        if e.kind() == std::io::ErrorKind::AddrInUse {
+            fail(&format!(
+                "port {port} is in use; give another as the third argument: echo_pair {mode} {count} PORT"
+            ))
+        }
+        fail(&format!("cannot listen on 127.0.0.1:{port}: {e}"))
+    });
     if mode == "serve" {
         println!("listening on 127.0.0.1:{port}");
         std::io::stdout().flush().expect("flush");

@@ -15,6 +15,7 @@ use tcpstall_core::analyze::{
 };
 use tcpstall_core::capture::{OnFileError, ProgressFn, expand_paths};
 use tcpstall_core::detect::DetectConfig;
+use tcpstall_core::escape::escaped;
 use tcpstall_core::report::text::TextOptions;
 use tcpstall_core::segment::NANOS_PER_MILLI;
 use tcpstall_report::spool::Spool;
@@ -134,7 +135,7 @@ pub fn run(args: &AnalyzeArgs) -> Result<Status, String> {
     // Warnings go to standard error, whatever the report is (the JSON holds them too);
     // a file that could not be read is among them.
     for warning in &analysis.input.warnings {
-        eprintln!("tcpstall: warning: {warning}");
+        eprintln!("tcpstall: warning: {}", escaped(warning));
     }
     tcpstall_sim::infer::predict_worst(
         &mut analysis.connections,
@@ -281,6 +282,7 @@ fn finish_on_interrupt() {
     let interrupted = AtomicBool::new(false);
     let result = ctrlc::set_handler(move || {
         if interrupted.swap(true, Ordering::SeqCst) {
+            tcpstall_core::output::remove_unfinished();
             std::process::exit(130);
         }
         eprintln!("tcpstall: interrupted: analysing what was captured (Ctrl-C again to quit)");

@@ -1,13 +1,13 @@
 //! `tcpstall lab`: the simulator's scenarios on this machine's kernel, measured.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
 use crate::workload_args::WorkloadArgs;
+use tcpstall_core::output::{self, OutputFile};
 use tcpstall_core::report::text;
 use tcpstall_lab::capture::Packet;
 use tcpstall_lab::delayline::Variation;
@@ -356,12 +356,12 @@ fn run_one(
     Ok(out)
 }
 
+/// Writes `packets` as pcap at `path`, whole or not at all (`tcpstall_core::output`).
 fn write_capture(path: &Path, packets: &[Packet]) -> Fallible<()> {
-    let f = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    tcpstall_lab::capture::write_pcap(BufWriter::new(f), packets)
-        .and_then(|mut w| w.flush())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(())
+    OutputFile::create(path)
+        .and_then(|file| tcpstall_lab::capture::write_pcap(file, packets))
+        .and_then(|file| file.commit())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `--capture FILE` with a suite: each scenario's capture beside FILE, numbered as the
@@ -421,7 +421,7 @@ fn write_html(args: &LabArgs, title: &str, rows: &[ComparisonRow]) -> Fallible<(
     };
     // Latencies at or above 30 ms are drawn as stalls: under every delayed-ACK timer.
     let page = tcpstall_report::compare::comparison(title, &["stalled"], rows, Some(0.030)).page;
-    std::fs::write(path, page).map_err(|e| format!("{}: {e}", path.display()))?;
+    output::write(path, page.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("tcpstall: wrote {}", path.display());
     Ok(())
 }

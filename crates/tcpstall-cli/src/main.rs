@@ -14,6 +14,7 @@ mod watch;
 mod workload_args;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use tcpstall_core::escape::escaped;
 
 /// Exit status when `--fail-on-stall` is given and a stall was found.
 const EXIT_STALLS_FOUND: u8 = 1;
@@ -151,7 +152,7 @@ fn main() -> ExitCode {
         Ok(Status::Success) => ExitCode::SUCCESS,
         Ok(Status::StallsFound) => ExitCode::from(EXIT_STALLS_FOUND),
         Err(e) => {
-            eprintln!("tcpstall: error: {e}");
+            eprintln!("tcpstall: error: {}", escaped(&e.to_string()));
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -184,6 +185,9 @@ fn usage_error(e: clap::Error) -> ExitCode {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    eprintln!("tcpstall: error: {message} (tcpstall --help for usage)");
+    eprintln!(
+        "tcpstall: error: {} (tcpstall --help for usage)",
+        escaped(&message)
+    );
     ExitCode::from(EXIT_ERROR)
 }

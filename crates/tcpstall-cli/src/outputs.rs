@@ -5,11 +5,20 @@
 //! `--html`: that path is refused, as is one path given to two outputs, and an existing
 //! capture named as an output. An older output that is not a capture (yesterday's
 //! report.html) may be replaced.
+//!
+//! Every output is written by `tcpstall_core::output`: a new file renamed over the name
+//! when whole, so what stands at the name is judged here, never what it may point to. A
+//! symbolic link is replaced (never followed); anything else that is not a regular file
+//! (a named pipe, a device, a socket; a directory where a file is expected) is refused,
+//! as is a name in /dev, /proc or /sys, and a directory of outputs that is a link.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use tcpstall_core::output::{OutputDir, without_trailing_slash};
 
 /// What an output option writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,8 +65,9 @@ pub struct Input<'a> {
 
 /// Every output of one run, checked before any work: each is refused when it is one of
 /// `inputs` (the same file, by device and inode), when two options name the same path,
-/// when it is an existing capture (pcap, pcapng, gzip or zstd), or when it cannot be
-/// written. Returns the one line that says why.
+/// when it is an existing capture (pcap, pcapng, gzip or zstd), when something other
+/// than a regular file or a link stands at its name, or when it cannot be written.
+/// Nothing is opened that could block (a named pipe). Returns the one line that says why.
 pub fn check(outputs: &[Output], inputs: &[Input]) -> Result<(), String> {
     let inputs = input_identities(inputs);
     let mut seen: Vec<(Identity, &str)> = Vec::new();
@@ -69,7 +79,9 @@ pub fn check(outputs: &[Output], inputs: &[Input]) -> Result<(), String> {
                 "{flag} needs a file to write (standard output carries the report)"
             ));
         }
-        let existing = std::fs::metadata(output.path).ok();
+        // What stands at the name (`g/` looked at as `g`, not resolved): the name is
+        // what is replaced.
+        let existing = std::fs::symlink_metadata(without_trailing_slash(output.path)).ok();
         if let Some(meta) = &existing
             && let Some((_, what)) = inputs
                 .iter()
@@ -99,8 +111,8 @@ pub fn check(outputs: &[Output], inputs: &[Input]) -> Result<(), String> {
             ));
         }
         match output.kind {
-            Kind::File => check_file(flag, output.path)?,
-            Kind::Directory => check_dir(flag, output.path)?,
+            Kind::File => check_file(flag, output.path, existing.as_ref())?,
+            Kind::Directory => check_dir(flag, output.path, existing.as_ref())?,
         }
     }
     Ok(())
@@ -117,6 +129,12 @@ fn input_identities<'a>(inputs: &[Input<'a>]) -> Vec<((u64, u64), &'a str)> {
         } else {
             input.path
         };
+        // A link given as an input is the input too: replacing it would lose its name.
+        if let Ok(meta) = std::fs::symlink_metadata(path)
+            && meta.file_type().is_symlink()
+        {
+            ids.push(((meta.dev(), meta.ino()), input.what));
+        }
         let Ok(meta) = std::fs::metadata(path) else {
             continue;
         };
@@ -164,7 +182,12 @@ fn identity(path: &Path, existing: Option<&std::fs::Metadata>) -> Identity {
 /// The format of a capture by its first bytes, as `analyze` recognises them.
 fn capture_format(path: &Path) -> Option<&'static str> {
     let mut magic = [0u8; 4];
-    let mut file = File::open(path).ok()?;
+    // Never through a link, never waiting on a pipe swapped in since it was looked at.
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
     let mut len = 0;
     while len < magic.len() {
         match file.read(&mut magic[len..]) {
@@ -186,37 +209,94 @@ fn capture_format(path: &Path) -> Option<&'static str> {
     }
 }
 
-/// A file to write: not a directory, in a directory that exists, and writable. An
-/// existing file is opened for appending (its bytes untouched); a new one is created and
-/// removed again.
-fn check_file(flag: &str, path: &Path) -> Result<(), String> {
+/// A file to write: a regular file, a link (replaced) or nothing at its name, in a
+/// directory that exists and where a new file can be created (one is created and
+/// removed: the output is written that way).
+fn check_file(flag: &str, path: &Path, existing: Option<&std::fs::Metadata>) -> Result<(), String> {
     let shown = path.display();
-    if path.is_dir() {
-        return Err(format!("{flag} {shown}: is a directory"));
+    if let Some(meta) = existing {
+        let file_type = meta.file_type();
+        if file_type.is_dir() {
+            return Err(format!("{flag} {shown}: is a directory"));
+        }
+        if !file_type.is_file() && !file_type.is_symlink() {
+            return Err(format!(
+                "{flag} {shown}: is {}, not a regular file: an output is written as a new file (name a file)",
+                special_kind(meta)
+            ));
+        }
     }
     check_parent(flag, path)?;
-    let existed = path.exists();
-    OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| format!("{flag} {shown}: {e}"))?;
-    if !existed {
-        let _ = std::fs::remove_file(path);
-    }
-    Ok(())
+    check_system_directory(flag, path)?;
+    let (dir, _) = OutputDir::containing(path).map_err(|e| format!("{flag} {shown}: {e}"))?;
+    dir.probe().map_err(|e| format!("{flag} {shown}: {e}"))
 }
 
-/// A directory to write into: an existing directory, or one whose parent exists (it is
-/// created when the files are written).
-fn check_dir(flag: &str, dir: &Path) -> Result<(), String> {
-    if dir.exists() {
-        if !dir.is_dir() {
-            return Err(format!("{flag} {}: is not a directory", dir.display()));
+/// A directory to write into: an existing directory (not a link to one), or one whose
+/// parent exists and can take it (it is created when the files are written).
+fn check_dir(flag: &str, dir: &Path, existing: Option<&std::fs::Metadata>) -> Result<(), String> {
+    let shown = dir.display();
+    match existing {
+        Some(meta) if meta.is_dir() => {
+            check_system_directory(flag, dir)?;
+            OutputDir::open(dir)
+                .and_then(|d| d.probe())
+                .map_err(|e| format!("{flag} {shown}: {e}"))
         }
-        return Ok(());
+        Some(meta) if meta.file_type().is_symlink() => {
+            // Refused, as writing would refuse it: see `OutputDir::create`.
+            let e = OutputDir::open(dir)
+                .err()
+                .map_or_else(|| "is a symbolic link".to_string(), |e| e.to_string());
+            Err(format!("{flag} {shown}: {e}"))
+        }
+        Some(_) => Err(format!("{flag} {shown}: is not a directory")),
+        None => {
+            check_parent(flag, dir)?;
+            check_system_directory(flag, dir)?;
+            let (parent, _) =
+                OutputDir::containing(dir).map_err(|e| format!("{flag} {shown}: {e}"))?;
+            parent.probe().map_err(|e| format!("{flag} {shown}: {e}"))
+        }
     }
-    check_parent(flag, dir)
+}
+
+/// What a name that is neither a regular file, a link nor a directory is.
+fn special_kind(meta: &std::fs::Metadata) -> &'static str {
+    let file_type = meta.file_type();
+    if file_type.is_fifo() {
+        "a named pipe"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// /dev, /proc and /sys hold the system's own names (`/dev/stdout` is a link there):
+/// an output is never put in place of one.
+fn check_system_directory(flag: &str, path: &Path) -> Result<(), String> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let parent = parent
+        .canonicalize()
+        .unwrap_or_else(|_| parent.to_path_buf());
+    match ["/dev", "/proc", "/sys"]
+        .into_iter()
+        .find(|system| parent.starts_with(system))
+    {
+        Some(system) => Err(format!(
+            "{flag} {}: is in {system}, which holds the system's own files: name a file elsewhere",
+            path.display()
+        )),
+        None => Ok(()),
+    }
 }
 
 fn check_parent(flag: &str, path: &Path) -> Result<(), String> {
@@ -264,6 +344,16 @@ mod tests {
             assert_eq!(capture_format(&path), format, "{bytes:?}");
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_name_in_dev_is_refused_before_anything_is_created_there() {
+        // /dev/stdout is a link: replacing it would take it from every program.
+        for path in ["/dev/stdout", "/dev/tcpstall-not-there.html"] {
+            let e = check(&[Output::file("--html", Path::new(path))], &[]).unwrap_err();
+            assert!(e.contains("is in /dev"), "{e}");
+        }
+        assert!(!Path::new("/dev/tcpstall-not-there.html").exists());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use clap_complete::Shell;
+use tcpstall_core::output::OutputDir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ShellName {
@@ -56,13 +57,12 @@ pub fn man(args: &ManArgs, command: clap::Command) -> Result<(), String> {
     if !dir.is_dir() {
         return Err(format!("{}: not a directory", dir.display()));
     }
-    clap_mangen::generate_to(command, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut pages: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|entry| entry.ok())
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("tcpstall") && name.ends_with(".1"))
-        .collect();
+    // Each page written whole, never through a link (`tcpstall_core::output`).
+    let out = OutputDir::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut command = command.disable_help_subcommand(true);
+    command.build();
+    let mut pages = Vec::new();
+    write_pages(&command, &out, &mut pages)?;
     pages.sort();
     eprintln!(
         "tcpstall: wrote {} manual pages into {}: {}",
@@ -70,6 +70,27 @@ pub fn man(args: &ManArgs, command: clap::Command) -> Result<(), String> {
         dir.display(),
         pages.join(", ")
     );
+    Ok(())
+}
+
+/// The page of `command` and of each of its visible subcommands, as `clap_mangen`'s
+/// `generate_to` names them, each written into `out`; their names added to `pages`.
+fn write_pages(
+    command: &clap::Command,
+    out: &OutputDir,
+    pages: &mut Vec<String>,
+) -> Result<(), String> {
+    for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub, out, pages)?;
+    }
+    let man = clap_mangen::Man::new(command.clone());
+    let name = man.get_filename();
+    let mut page = Vec::new();
+    man.render(&mut page)
+        .map_err(|e| format!("rendering the manual page: {e}"))?;
+    out.write(name.as_ref(), &page)
+        .map_err(|e| format!("{}: {e}", out.path().join(&name).display()))?;
+    pages.push(name);
     Ok(())
 }
 

@@ -2,14 +2,15 @@
 
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use crate::workload_args::WorkloadArgs;
 use tcpstall_core::analyze::AnalyzeOptions;
 use tcpstall_core::capture::PcapWriter;
+use tcpstall_core::output::{self, OutputFile};
 use tcpstall_sim::engine::capture_segments;
 use tcpstall_sim::infer::{self, Inferred};
 use tcpstall_sim::report;
@@ -207,8 +208,9 @@ fn to_json<T: serde::Serialize>(value: &T) -> Fallible<String> {
         .map_err(|e| format!("cannot encode JSON: {e}"))
 }
 
-fn write_file(path: &PathBuf, bytes: &[u8]) -> Fallible<()> {
-    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+/// Writes `bytes` at `path` whole, or leaves what was there (`tcpstall_core::output`).
+fn write_file(path: &Path, bytes: &[u8]) -> Fallible<()> {
+    output::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("tcpstall: wrote {}", path.display());
     Ok(())
 }
@@ -346,17 +348,15 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         write_file(path, page.as_bytes())?;
     }
     if let Some(path) = &args.pcap {
-        let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut writer = PcapWriter::new(BufWriter::new(file), 0)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let shown = |e: std::io::Error| format!("{}: {e}", path.display());
+        let mut file = OutputFile::create(path).map_err(shown)?;
+        let mut writer = PcapWriter::new(&mut file, 0).map_err(shown)?;
         for segment in capture_segments(&result, scenario.link.seed) {
-            writer
-                .write_segment(&segment)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            writer.write_segment(&segment).map_err(shown)?;
         }
-        writer
-            .flush()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        writer.flush().map_err(shown)?;
+        drop(writer);
+        file.commit().map_err(shown)?;
         eprintln!("tcpstall: wrote {}", path.display());
     }
     if let Some(path) = &args.truth {

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use tcpstall_core::escape::escaped_path;
 use tcpstall_watch::cgroup::ServiceCgroup;
 use tcpstall_watch::command::{CommandCgroup, remove_stale, shell_status};
 use tcpstall_watch::endpoint::{Exporter, parse_listen_address};
@@ -208,6 +209,19 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Some(s) => Duration::from_secs_f64(s),
         None => Duration::from_secs_f64(DEFAULT_FIX_AFTER_S),
     };
+    // A fix on a running service attaches only after `fix_after`: a shorter watch would
+    // end without trying it.
+    if let (Some(fix), Some(d)) = (args.fix, args.duration)
+        && service_target
+        && d <= fix_after.as_secs_f64()
+    {
+        eprintln!(
+            "tcpstall watch: --duration {d} ends before --fix {} attaches (--fix-after {} s); give a longer --duration or a shorter --fix-after",
+            fix.name(),
+            fix_after.as_secs_f64()
+        );
+        return ExitCode::from(EXIT_CANNOT_RUN);
+    }
     if !(args.min_stall.is_finite() && args.min_stall >= 0.0) {
         eprintln!("tcpstall watch: --min-stall must be a number of milliseconds, 0 or more");
         return ExitCode::from(EXIT_CANNOT_RUN);
@@ -256,12 +270,12 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             match stale.error {
                 None => eprintln!(
                     "tcpstall watch: removed {}, left by watch {} that did not end cleanly{ended}",
-                    stale.path.display(),
+                    escaped_path(&stale.path),
                     stale.owner
                 ),
                 Some(e) => eprintln!(
                     "tcpstall watch: warning: cannot remove {}, left by watch {}: {e}",
-                    stale.path.display(),
+                    escaped_path(&stale.path),
                     stale.owner
                 ),
             }
@@ -273,7 +287,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
             Err(e) => {
                 return cannot_run(&format!(
                     "cannot create a cgroup under {}: {e}",
-                    root.display()
+                    escaped_path(root)
                 ));
             }
         },
@@ -392,7 +406,7 @@ pub fn run(args: &WatchArgs) -> ExitCode {
                 let what = match &service {
                     Some(service) => format!(
                         "the TCP connections of the processes in {}",
-                        service.path().display()
+                        escaped_path(service.path())
                     ),
                     None => "every TCP connection on this host".into(),
                 };
@@ -675,7 +689,7 @@ fn announce_fix(fix: Fix, service: &ServiceCgroup, json: bool, monotonic_ns: u64
     eprintln!(
         "tcpstall watch: --fix {} attached to {}: new connections get {}",
         fix.name(),
-        service.path().display(),
+        escaped_path(service.path()),
         fix.describe()
     );
     if json {

@@ -76,3 +76,54 @@ fn a_few_connections_alike_are_not_a_group() {
     assert!(stdout.contains("3 connections, 3 with stalls"), "{stdout}");
     assert!(!stdout.contains("stall the same way"), "{stdout}");
 }
+
+/// More connections than the analysis lists (20,000): the text, the JSON and the HTML
+/// report all give both numbers, and the HTML's totals are those of every connection.
+#[test]
+fn every_output_says_how_many_of_how_many_connections_it_lists() {
+    const CONNECTIONS: u32 = 20_005;
+    let dir = TempDir::new("groups", "unlisted");
+    // The seed 002 client's SYN, from as many client addresses: one connection each.
+    let syn = original_records()
+        .iter()
+        .find(|r| r.flags() & 0x02 != 0 && r.sent_by_client())
+        .unwrap();
+    let records: Vec<Record> = (0..CONNECTIONS)
+        .map(|n| {
+            let mut r = syn.clone();
+            let ip = r.tcp_at() - 20;
+            r.frame[ip + 12..ip + 16].copy_from_slice(&(0x0a00_0000 | n).to_be_bytes());
+            // The IPv4 checksum is not checked; the port stays.
+            r.set_micros(r.micros() + u64::from(n));
+            r
+        })
+        .collect();
+    let path = dir.write("many.pcap", &pcap(LINK_ETHERNET, &records));
+    let html = dir.0.join("report.html");
+    let out = run(&[
+        "analyze",
+        "--all",
+        "--html",
+        &html.display().to_string(),
+        &path.display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("5 less severe connections not listed"),
+        "{report:.600}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<b>20005 connections"), "the header's count");
+    assert!(
+        page.contains("the 20000 worst of 20005 listed"),
+        "the table's heading"
+    );
+    let json = run(&["analyze", "--json", &path.display().to_string()]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        v["summary"]["connections_not_listed"], 5,
+        "{}",
+        v["summary"]
+    );
+}

@@ -2,8 +2,11 @@
 //! echo server and the HTTP keep-alive server with its client, over a LAN-like and a
 //! WAN-like path whose delay varies per packet, captured at the client, the middle and
 //! the server. At every point the analyzer must report exactly the stalls the programs'
-//! own timings show: as many, and each in a round trip the client timed as slow.
-//! Without root or without a JDK the test says what it skipped and why.
+//! own timings in that very run show: one in each round trip the client timed as slow,
+//! none in one it timed as fast. A round trip in the band between the two (a busy host
+//! delayed a program) makes the suite run the pair again, a bounded number of times, and
+//! counts either way in the last run. Without root or without a JDK the test says what it
+//! skipped and why.
 
 mod common;
 
@@ -34,30 +37,42 @@ fn has_jdk() -> bool {
     })
 }
 
-/// One capture point's line: `  client: 107 packets; analyzer 19 stalls, programs 19
-/// slow; agree on 20 of 20`, as (point, stalls, slow, agreeing, total).
-fn point_line(line: &str) -> Option<(String, u32, u32, u32, u32)> {
+/// A capture point's result: `  client: 107 packets; analyzer 19 stalls, programs 19
+/// slow (1 neither); agree on 19 of 19`.
+struct PointLine {
+    point: String,
+    stalls: u32,
+    slow: u32,
+    neither: u32,
+    agree: u32,
+    total: u32,
+}
+
+fn point_line(line: &str) -> Option<PointLine> {
     let (point, rest) = line.trim_start().split_once(": ")?;
     if !["client", "middle", "server"].contains(&point) {
         return None;
     }
+    let words: Vec<&str> = rest.split_whitespace().collect();
     let number_before = |word: &str| -> Option<u32> {
-        let words: Vec<&str> = rest.split_whitespace().collect();
         let i = words
             .iter()
-            .position(|w| w.trim_end_matches([';', ',']) == word)?;
-        words.get(i.checked_sub(1)?)?.parse().ok()
+            .position(|w| w.trim_end_matches([';', ',', ')']) == word)?;
+        words
+            .get(i.checked_sub(1)?)?
+            .trim_start_matches('(')
+            .parse()
+            .ok()
     };
-    let stalls = number_before("stalls")?;
-    let slow = number_before("slow")?;
     let (agree, total) = rest.split_once("agree on ")?.1.split_once(" of ")?;
-    Some((
-        point.to_string(),
-        stalls,
-        slow,
-        agree.trim().parse().ok()?,
-        total.trim().parse().ok()?,
-    ))
+    Some(PointLine {
+        point: point.to_string(),
+        stalls: number_before("stalls")?,
+        slow: number_before("slow")?,
+        neither: number_before("neither").unwrap_or(0),
+        agree: agree.trim().parse().ok()?,
+        total: total.trim().parse().ok()?,
+    })
 }
 
 #[test]
@@ -89,36 +104,64 @@ fn varying_delays_every_measured_stall_at_every_capture_point() {
         "the suite failed: {}\n{text}",
         common::text(&out.stderr)
     );
-    let points: Vec<_> = text.lines().filter_map(point_line).collect();
-    // Two programs, two paths, three points.
-    assert_eq!(points.len(), 12, "capture points reported:\n{text}");
-    assert!(
-        !text.contains("not the path asked for"),
-        "the delay line was late in every run of a pair, so the path varied more than asked; a host too loaded to judge:\n{text}"
-    );
+    // One block per pair of programs and path, each with its three capture points.
+    let pairs: Vec<&str> = text
+        .split("\n\n")
+        .filter(|block| block.lines().any(|l| point_line(l).is_some()))
+        .collect();
+    // Two programs, two paths.
+    assert_eq!(pairs.len(), 4, "pairs reported:\n{text}");
     let mut failures = Vec::new();
-    for (point, stalls, slow, agree, total) in &points {
-        // Both programs write-write-read: every round trip after the first waits for a
-        // delayed ACK, so a run without slow round trips did not test anything.
-        assert!(*slow > 0, "{point}: no slow round trip measured:\n{text}");
-        assert_eq!(*total, 20, "{point}: round trips timed:\n{text}");
-        if stalls != slow || agree != total {
-            failures.push(format!(
-                "{point}: analyzer {stalls} stalls, programs {slow} slow, agree on {agree} of {total}"
+    let mut judged = 0;
+    for pair in &pairs {
+        let what = pair.lines().next().unwrap_or("");
+        if pair.contains("not the path asked for") {
+            // The delay line was late in every run of this pair: not the path asked for,
+            // nothing to judge the analyzer by.
+            common::skipped(format_args!(
+                "lab_varying: not judged, the delay line was late in every run: {what}"
             ));
+            continue;
         }
+        judged += 1;
+        let points: Vec<PointLine> = pair.lines().filter_map(point_line).collect();
+        assert_eq!(points.len(), 3, "capture points of {what}:\n{text}");
+        for p in &points {
+            // Both programs write-write-read: every round trip after the first waits for a
+            // delayed ACK, so a run without slow round trips did not test anything.
+            assert!(
+                p.slow > 0,
+                "{}: no slow round trip measured:\n{text}",
+                p.point
+            );
+            assert_eq!(
+                p.total + p.neither,
+                20,
+                "{}: round trips timed:\n{text}",
+                p.point
+            );
+            if !(p.slow..=p.slow + p.neither).contains(&p.stalls) || p.agree != p.total {
+                failures.push(format!(
+                    "{what} {}: analyzer {} stalls, programs {} slow ({} neither), agree on {} of {}",
+                    p.point, p.stalls, p.slow, p.neither, p.agree, p.total
+                ));
+            }
+        }
+    }
+    if judged == 0 {
+        common::skipped(format_args!(
+            "lab_varying: no pair judged, the delay line was late in every run of each"
+        ));
     }
     if !failures.is_empty() {
         // Kept for the detector's rules: each capture and the programs' timings.
-        let keep =
-            std::env::temp_dir().join(format!("tcpstall-lab-varying-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&keep);
+        let keep = common::truth::failure_dir("lab_varying");
         for entry in std::fs::read_dir(&dir.0).into_iter().flatten().flatten() {
             let _ = std::fs::copy(entry.path(), keep.join(entry.file_name()));
         }
         let _ = std::fs::write(keep.join("suite.txt"), &text);
         panic!(
-            "the analyzer and the programs' timings differ (captures kept in {}):\n{}\n\n{text}",
+            "the analyzer and the programs' timings differ (captures and the suite's report kept in {}):\n{}\n\n{text}",
             keep.display(),
             failures.join("\n")
         );

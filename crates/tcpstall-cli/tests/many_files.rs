@@ -296,6 +296,27 @@ fn one_connection_at_two_capture_points_is_analysed_at_each() {
     assert!(stdout.contains("2 capture points"), "{stdout}");
     assert!(stdout.contains("seen at:    "), "{stdout}");
     assert!(!stdout.contains("retransmission"), "{stdout}");
+    // The time lost is given at each point, never added up over the two.
+    assert!(
+        stdout.contains("at each capture point (not added up):"),
+        "{stdout}"
+    );
+    let per_point = report["summary"]["by_capture_point"].as_array().unwrap();
+    assert_eq!(per_point.len(), 2, "{}", report["summary"]);
+    let span = report["input"]["duration"].as_f64().unwrap();
+    for point in per_point {
+        assert_eq!(point["stalls"], nine, "{point}");
+        let lost = point["time_lost"].as_f64().unwrap();
+        assert!(
+            lost > 0.0 && lost <= span,
+            "{lost} s lost in {span} s: {point}"
+        );
+        let line = format!(
+            "  {}: 1 connection, 1 with stalls: {nine} stalls, {lost:.3} s lost",
+            point["capture_point"].as_str().unwrap()
+        );
+        assert!(stdout.contains(&line), "no line {line:?}:\n{stdout}");
+    }
 }
 
 #[test]

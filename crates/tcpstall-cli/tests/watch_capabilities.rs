@@ -117,7 +117,8 @@ fn around(mut watch: Command, workload: impl FnOnce()) -> Result<Output, String>
             break;
         }
         if child.try_wait().map_err(|e| e.to_string())?.is_some()
-            || started.elapsed() > Duration::from_secs(20)
+            // Not a measure: a busy host loads the programs slowly.
+            || started.elapsed() > Duration::from_secs(60)
         {
             let _ = child.kill();
             let mut err = String::new();
@@ -204,7 +205,9 @@ fn fix_service(user: As, caps: &[&str]) -> Result<(), String> {
     let mut round_trips = Vec::new();
     let out = around(watch, || round_trips = reply_client(port, 2, 5))?;
     let summary = summary(&out)?;
-    if summary["fix"]["sockets"] != 2 || round_trips.iter().any(|&ms| ms > 20.0) {
+    // No round trip held (slow by its own timing, each connection's first not judged).
+    let truth = common::truth::LOOPBACK.judge_except(&round_trips, |i| i % 5 == 0);
+    if summary["fix"]["sockets"] != 2 || truth.slow > 0 {
         return Err(format!("the fix did not work ({round_trips:?}): {summary}"));
     }
     Ok(())

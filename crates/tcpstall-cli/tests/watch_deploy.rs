@@ -20,8 +20,13 @@ const DAEMONSET: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../deploy/kubernetes/tcpstall-watch-daemonset.yaml"
 );
-/// Where the unit expects the binary.
-const INSTALLED: &str = "/usr/local/bin/tcpstall";
+/// Where the unit expects the binary (the Debian package puts it there).
+const INSTALLED: &str = "/usr/bin/tcpstall";
+/// watch's arguments, which the unit reads from /etc/default/tcpstall-watch.
+const DEFAULTS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../deploy/debian/tcpstall-watch.default"
+);
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -68,10 +73,15 @@ fn the_systemd_unit_verifies() {
     for needed in [
         "NoNewPrivileges=yes",
         "ProtectSystem=strict",
-        "--prometheus 127.0.0.1:",
+        "EnvironmentFile=-/etc/default/tcpstall-watch",
     ] {
         assert!(unit.contains(needed), "the unit lacks {needed}");
     }
+    let defaults = read(DEFAULTS);
+    assert!(
+        defaults.contains("\nARGS=\"--prometheus 127.0.0.1:"),
+        "{defaults}"
+    );
 }
 
 #[test]

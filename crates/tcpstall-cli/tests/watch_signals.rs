@@ -27,9 +27,42 @@ fn cgroup2_root() -> PathBuf {
         .expect("a cgroup2 mount")
 }
 
-/// The cgroup `watch` (pid `watch`) runs its command in.
-fn cgroup_of(watch: u32) -> PathBuf {
-    cgroup2_root().join(format!("tcpstall-watch-{watch}"))
+/// The `tcpstall-watch-*` cgroups there are now.
+fn watch_cgroups() -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(cgroup2_root())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("tcpstall-watch-")
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// The cgroup the watch `watch` runs its command in (`tcpstall-watch-PID-TOKEN`), once
+/// it has made it.
+fn cgroup_of(watch: &mut Child) -> PathBuf {
+    let prefix = format!("tcpstall-watch-{}-", watch.id());
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = watch_cgroups().into_iter().find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&prefix)
+        }) {
+            return found;
+        }
+        if let Ok(Some(status)) = watch.try_wait() {
+            panic!("watch ended before it made its cgroup: {status}");
+        }
+        assert!(Instant::now() < until, "no cgroup {prefix}* appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn processes_in(cgroup: &Path) -> Vec<u32> {
@@ -143,7 +176,7 @@ fn command_is_told_and_waited_for(signal: i32, name: &str) {
     let script =
         format!("trap 'echo got {name}; exit 7' {name}; sleep 300 & wait; echo not reached");
     let mut child = watch(&["--json", "--", "sh", "-c", &script]);
-    let cgroup = cgroup_of(child.id());
+    let cgroup = cgroup_of(&mut child);
     let pids = wait_for_processes(&mut child, &cgroup, 2);
     send(child.id(), signal);
     let status = wait_at_most(&mut child, Duration::from_secs(20), name);
@@ -193,7 +226,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
     };
     let _serial = one_at_a_time();
     let mut child = watch(&["--", "sh", "-c", "trap '' TERM; sleep 300; sleep 300"]);
-    let cgroup = cgroup_of(child.id());
+    let cgroup = cgroup_of(&mut child);
     let pids = wait_for_processes(&mut child, &cgroup, 2);
     let asked = Instant::now();
     send(child.id(), SIGTERM);
@@ -252,7 +285,7 @@ fn a_closed_standard_output_ends_watch_quietly() {
 
     // With a command: it is ended, and its cgroup removed.
     let mut child = watch(&["--json", "--", "sleep", "300"]);
-    let cgroup = cgroup_of(child.id());
+    let cgroup = cgroup_of(&mut child);
     let stdout = child.stdout.take().unwrap();
     let pids = wait_for_processes(&mut child, &cgroup, 1);
     drop(stdout);
@@ -275,7 +308,7 @@ fn the_next_watch_removes_what_a_killed_one_left() {
     let _serial = one_at_a_time();
     // The shell's own child outlives the shell.
     let mut child = watch(&["--", "sh", "-c", "sleep 300 & sleep 300; wait"]);
-    let cgroup = cgroup_of(child.id());
+    let cgroup = cgroup_of(&mut child);
     let pids = wait_for_processes(&mut child, &cgroup, 3);
     send(child.id(), SIGKILL);
     let _ = wait_at_most(&mut child, Duration::from_secs(10), "SIGKILL");
@@ -306,5 +339,103 @@ fn the_next_watch_removes_what_a_killed_one_left() {
             !alive(pid),
             "process {pid} of the killed watch's command still runs"
         );
+    }
+}
+
+/// Whether util-linux's unshare can make a PID namespace here.
+fn can_unshare_pid() -> bool {
+    Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Two watches, one in a PID namespace of its own: each watch's number means nothing to
+/// the other, and neither takes the other's live cgroup for an abandoned one, whichever
+/// of the two starts second.
+#[test]
+fn a_watch_in_another_pid_namespace_keeps_its_command() {
+    let Some(()) = can_watch("watches in two PID namespaces") else {
+        return;
+    };
+    if !can_unshare_pid() {
+        common::skipped(format_args!(
+            "skipped watches in two PID namespaces: unshare --pid cannot run here"
+        ));
+        return;
+    }
+    let _serial = one_at_a_time();
+    let tcpstall = env!("CARGO_BIN_EXE_tcpstall");
+    for first_inside in [true, false] {
+        let before = watch_cgroups();
+        let long = ["watch", "--", "sleep", "60"];
+        let mut first = if first_inside {
+            // Inside, the watch gets a pid that no process of this namespace has: the
+            // very case where a pid cannot tell a live owner from a dead one.
+            let inner = (200_000..400_000)
+                .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+                .unwrap();
+            let script = format!(
+                "echo {} > /proc/sys/kernel/ns_last_pid && \"$@\"",
+                inner - 1
+            );
+            Command::new("unshare")
+                .args(["--pid", "--fork", "--kill-child", "sh", "-c", &script, "sh"])
+                .arg(tcpstall)
+                .args(long)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run unshare")
+        } else {
+            watch(&long[1..])
+        };
+        // Its cgroup, whatever its pid in its namespace.
+        let until = Instant::now() + Duration::from_secs(30);
+        let cgroup = loop {
+            if let Some(new) = watch_cgroups().into_iter().find(|c| !before.contains(c)) {
+                break new;
+            }
+            assert!(Instant::now() < until, "the first watch made no cgroup");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let sleeper = wait_for_processes(&mut first, &cgroup, 1);
+        let mut second = Command::new(if first_inside { tcpstall } else { "unshare" });
+        if !first_inside {
+            second.args(["--pid", "--fork", tcpstall]);
+        }
+        let out = second
+            .args(["watch", "--", "true"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the second watch");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(
+            !stderr.contains("removed"),
+            "the second watch removed a cgroup: {stderr}"
+        );
+        assert!(
+            cgroup.exists(),
+            "{} removed under a live watch",
+            cgroup.display()
+        );
+        for pid in &sleeper {
+            assert!(alive(*pid), "the first watch's command {pid} was ended");
+        }
+        // The first watch ends as it would: SIGTERM to the watch itself (the
+        // sleeper's parent), which ends its command and removes its cgroup.
+        let parent = std::fs::read_to_string(format!("/proc/{}/status", sleeper[0]))
+            .unwrap()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("PPid:")
+                    .map(|p| p.trim().parse::<u32>().unwrap())
+            })
+            .unwrap();
+        send(parent, SIGTERM);
+        let _ = wait_at_most(&mut first, Duration::from_secs(20), "the first watch");
+        assert!(!cgroup.exists(), "{} left behind", cgroup.display());
     }
 }

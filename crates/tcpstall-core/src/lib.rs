@@ -7,7 +7,9 @@
 //! [`flow`] tracks connections (with [`flow::sender`], what each side's own segments
 //! prove, and [`flow::acks`], what its ACKs show) and hands each gap to [`detect`], which
 //! holds it to the chain of evidence, one link a file; [`diagnosis`] concludes per
-//! connection, [`analyze`] wires the pipeline, and [`report`] renders.
+//! connection, [`analyze`] wires the pipeline, and [`report`] renders. Every file any
+//! part of tcpstall writes goes through [`output`]: whole or not at all, never through a
+//! link.
 //! docs/architecture.md draws the flow and says where a new decoder, rule, stall class
 //! or output goes.
 
@@ -15,7 +17,9 @@ pub mod analyze;
 pub mod capture;
 pub mod detect;
 pub mod diagnosis;
+pub mod escape;
 pub mod flow;
+pub mod output;
 pub mod path;
 pub mod report;
 pub mod segment;

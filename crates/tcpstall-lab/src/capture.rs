@@ -22,7 +22,7 @@ use nix::sys::socket::{
 use nix::sys::time::TimeVal;
 use tcpstall_core::capture::PcapWriter;
 
-use crate::net::LINE_PORT;
+use crate::delayline::LINE_PORT;
 use crate::netns::Namespace;
 use crate::{LabError, Result};
 

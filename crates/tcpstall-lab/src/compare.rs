@@ -5,42 +5,15 @@
 use std::time::Duration;
 
 use serde::Serialize;
-use tcpstall_core::analyze::Analysis;
-use tcpstall_core::segment::NANOS_PER_MILLI;
 use tcpstall_sim::engine::RunResult;
 use tcpstall_sim::scenario::ScenarioFile;
 
 use crate::Result;
-use crate::exchange::Measured;
 use crate::lab::{LabRun, unstalled_reference};
 use crate::net::Net;
 
-/// A stall's end may be stamped this much after the client saw the transaction end
-/// (capture timestamps are taken in the kernel, transaction ends in the application).
-const END_TOLERANCE: i64 = NANOS_PER_MILLI;
 /// Stall durations agree when within this fraction of the simulator's.
 pub const DURATION_TOLERANCE: f64 = 0.20;
-
-/// Per transaction: does a TCP stall the analyzer found end while it was in flight?
-pub fn analyzer_stalled(analysis: &Analysis, transactions: &[Measured]) -> Vec<bool> {
-    let mut stalled = vec![false; transactions.len()];
-    let ends = analysis
-        .connections
-        .iter()
-        .flat_map(|c| c.events.iter())
-        .filter(|e| e.class.is_tcp_stall())
-        .map(|e| e.end);
-    // A stall delays every transaction in flight when it ends (with pipelining, more
-    // than one), as the simulator's ground truth counts them.
-    for end in ends {
-        for (i, t) in transactions.iter().enumerate() {
-            if t.start < end && end <= t.end + END_TOLERANCE {
-                stalled[i] = true;
-            }
-        }
-    }
-    stalled
-}
 
 /// Counts of one stalled-or-not prediction against the lab's measurement.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -64,6 +37,20 @@ impl Confusion {
             }
         }
         c
+    }
+
+    /// `predicted` against `measured`, leaving out the transactions `unjudged` marks
+    /// (their measurement says neither).
+    pub fn of_judged(predicted: &[bool], measured: &[bool], unjudged: &[bool]) -> Confusion {
+        let judged = |values: &[bool]| -> Vec<bool> {
+            values
+                .iter()
+                .zip(unjudged)
+                .filter(|(_, u)| !**u)
+                .map(|(&v, _)| v)
+                .collect()
+        };
+        Confusion::of(&judged(predicted), &judged(measured))
     }
 
     pub fn add(&mut self, other: Confusion) {

@@ -44,6 +44,8 @@ const MAX_QUEUED: u64 = 100_000;
 /// Lateness samples kept for the accuracy report.
 const MAX_SAMPLES: usize = 1_000_000;
 pub const TUN_MTU: u32 = 1500;
+/// The UDP port the line's two ends send the packets they carry to each other on.
+pub const LINE_PORT: u16 = 47_000;
 
 /// `struct ifreq` as TUNSETIFF reads it (linux/if.h): a name and the flags.
 #[repr(C)]

@@ -15,12 +15,9 @@ use socket2::{Domain, SockRef, Socket, Type};
 use tcpstall_sim::scenario::{Scenario, SocketOptions};
 
 use crate::netns::Namespace;
-use crate::reader::{PacedReader, ReadPace};
+use crate::reader::{PacedReader, READ_TIMEOUT, ReadPace};
 use crate::{LabError, Result};
 
-/// No single read waits longer: far above any delayed-ACK timer (at most 500 ms, RFC
-/// 1122 4.2.3.2), Linux's 200 ms cork flush and the delay line's round trips.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest write the lab performs.
 pub const MAX_WRITE: u32 = 16 << 20;
 

@@ -5,17 +5,20 @@ use std::io::Cursor;
 use std::time::Duration;
 
 use tcpstall_core::analyze::{Analysis, AnalyzeOptions, analyze};
+use tcpstall_core::segment::NANOS_PER_MILLI;
 use tcpstall_sim::scenario::{Scenario, SocketOptions};
 
 use crate::capture::{Capture, Packet, write_pcap};
-use crate::compare::analyzer_stalled;
-use crate::exchange::{self, Exchange, Placement, Plan};
+use crate::exchange::{self, Exchange, Measured, Placement, Plan};
 use crate::measure::{self, LatencySummary};
 use crate::net::Net;
 use crate::{LabError, Result};
 
 /// The reference run never needs more transactions than this.
 const MAX_REFERENCE_TRANSACTIONS: u32 = 50;
+/// A stall's end may be stamped this much after the client saw the transaction end
+/// (capture timestamps are taken in the kernel, transaction ends in the application).
+const END_TOLERANCE: i64 = NANOS_PER_MILLI;
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -169,4 +172,25 @@ pub fn diagnose(packets: &[Packet]) -> Result<Analysis> {
         &AnalyzeOptions::default(),
     )
     .map_err(|e| LabError::Failed(format!("the analyzer refused the lab's capture: {e}")))
+}
+
+/// Per transaction: does a TCP stall the analyzer found end while it was in flight?
+pub fn analyzer_stalled(analysis: &Analysis, transactions: &[Measured]) -> Vec<bool> {
+    let mut stalled = vec![false; transactions.len()];
+    let ends = analysis
+        .connections
+        .iter()
+        .flat_map(|c| c.events.iter())
+        .filter(|e| e.class.is_tcp_stall())
+        .map(|e| e.end);
+    // A stall delays every transaction in flight when it ends (with pipelining, more
+    // than one), as the simulator's ground truth counts them.
+    for end in ends {
+        for (i, t) in transactions.iter().enumerate() {
+            if t.start < end && end <= t.end + END_TOLERANCE {
+                stalled[i] = true;
+            }
+        }
+    }
+    stalled
 }

@@ -31,17 +31,48 @@ pub struct LatencySummary {
     pub throughput_bps: f64,
 }
 
-/// Which of a program's own round-trip times were slow, on a path whose round trip lies
-/// between `min_rtt` and `max_rtt` (a delay that varies): slower than `min_rtt + max_rtt
-/// + STALL_MARGIN`. A round trip no timer held takes at most two path round trips (one
-/// more when Nagle holds a write until a prompt ACK), so at most `2 * max_rtt`; one held
-/// by a delayed-ACK timer takes at least `2 * min_rtt` plus the timer, 40 ms at least
-/// (TCP_DELACK_MIN). The line halfway between is the threshold, and it separates the two
-/// while the path varies by less than 40 ms a round trip; on a constant path it is two
-/// round trips plus 20 ms, as [`stalled`] gives with a one-round-trip baseline.
-pub fn slow_round_trips(latencies: &[Duration], min_rtt: Duration, max_rtt: Duration) -> Vec<bool> {
-    let threshold = min_rtt + max_rtt + STALL_MARGIN;
-    latencies.iter().map(|&l| l > threshold).collect()
+/// A round trip as its program timed it, on a path whose round trip lies between
+/// `min_rtt` and `max_rtt` (a delay that varies). A round trip no timer held takes at most
+/// two path round trips (one more when Nagle holds a write until a prompt ACK), so at most
+/// `2 * max_rtt`: fast up to [`FAST_MARGIN`] beyond that. One a delayed-ACK timer held
+/// takes at least `2 * min_rtt` plus the timer, 40 ms at least (TCP_DELACK_MIN): slow from
+/// [`SLOW_MARGIN`] beyond `2 * min_rtt`. Between the two a round trip is neither: a busy
+/// host delayed a program (a JVM warming up, a thread not run at once), and what it
+/// says about the stall rules is nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Timed {
+    Fast,
+    Between,
+    Slow,
+}
+
+/// How far past two of the path's longest round trips a round trip is still fast: what
+/// scheduling adds to a prompt round trip on a quiet host stays well below it.
+pub const FAST_MARGIN: Duration = Duration::from_millis(5);
+/// How far past two of the path's shortest round trips a held round trip is at least: the
+/// 40 ms delayed-ACK timer less 10 ms, a tick of a 100 Hz kernel's timer wheel.
+pub const SLOW_MARGIN: Duration = Duration::from_millis(30);
+
+/// Each round trip fast, slow or in the band between ([`Timed`]).
+pub fn judge_round_trips(
+    latencies: &[Duration],
+    min_rtt: Duration,
+    max_rtt: Duration,
+) -> Vec<Timed> {
+    let fast_up_to = 2 * max_rtt + FAST_MARGIN;
+    let slow_from = 2 * min_rtt + SLOW_MARGIN;
+    latencies
+        .iter()
+        .map(|&l| {
+            if l <= fast_up_to {
+                Timed::Fast
+            } else if l >= slow_from {
+                Timed::Slow
+            } else {
+                Timed::Between
+            }
+        })
+        .collect()
 }
 
 /// The nearest-rank percentile of sorted values (as the simulator's summary does).
@@ -132,16 +163,19 @@ mod tests {
     }
 
     #[test]
-    fn slow_round_trips_are_those_beyond_two_varying_round_trips_and_the_margin() {
+    fn round_trips_are_fast_slow_or_in_the_band_between() {
+        use Timed::{Between, Fast, Slow};
         let ms = Duration::from_millis;
-        // 30 to 36 ms round trips: 86 ms is the line.
+        // 30 to 36 ms round trips: fast up to 77 ms, slow from 90 ms.
         assert_eq!(
-            slow_round_trips(&[ms(31), ms(72), ms(86), ms(87), ms(100)], ms(30), ms(36)),
-            vec![false, false, false, true, true]
+            judge_round_trips(&[ms(31), ms(77), ms(78), ms(89), ms(90)], ms(30), ms(36)),
+            vec![Fast, Fast, Between, Between, Slow]
         );
+        // 1 to 1.3 ms: a JVM's 23 ms warm-up round trip is neither.
+        let us = Duration::from_micros;
         assert_eq!(
-            slow_round_trips(&[ms(20), ms(21)], Duration::ZERO, Duration::ZERO),
-            vec![false, true]
+            judge_round_trips(&[ms(2), ms(8), ms(23), ms(41)], ms(1), us(1300)),
+            vec![Fast, Between, Between, Slow]
         );
     }
 

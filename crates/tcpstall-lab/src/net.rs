@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::capture::Point;
-use crate::delayline::{DelayLine, LineEnd, MAX_VARIATION, TUN_MTU, Variation, open_tun};
+use crate::delayline::{
+    DelayLine, LINE_PORT, LineEnd, MAX_VARIATION, TUN_MTU, Variation, open_tun,
+};
 use crate::netns::{Namespace, Setup, ip, run_in};
 use crate::{LabError, Result};
 
@@ -22,7 +24,6 @@ pub const CLIENT_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
 pub const SERVER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const CLIENT_VETH_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const SERVER_VETH_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
-pub const LINE_PORT: u16 = 47_000;
 const VETH: &str = "veth-lab";
 const TUN: &str = "tun-lab";
 /// Longest one-way delay the line accepts.

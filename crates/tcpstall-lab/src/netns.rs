@@ -122,6 +122,7 @@ pub fn remove_on_interrupt() {
         for name in names {
             delete_name(&name);
         }
+        tcpstall_core::output::remove_unfinished();
         eprintln!("tcpstall: interrupted: lab namespaces removed");
         std::process::exit(130);
     });

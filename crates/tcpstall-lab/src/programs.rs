@@ -14,11 +14,14 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::IpAddr;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
+
+use tcpstall_core::output;
 
 use crate::capture::{Capture, Packet, Point};
 use crate::exchange::Measured;
@@ -135,6 +138,23 @@ impl Drop for Java {
     }
 }
 
+/// A new directory of this process's own for the sources and classes: created by
+/// mkdtemp(3) under an unguessable name, mode 0700, so that no one else can put a file
+/// or a link in it (a name known in advance in a shared /tmp could be taken first).
+fn private_dir() -> Result<PathBuf> {
+    let template = std::env::temp_dir().join("tcpstall-lab-java-XXXXXX");
+    let mut bytes = template.into_os_string().into_vec();
+    bytes.push(0);
+    // SAFETY: a NUL-terminated buffer that mkdtemp rewrites in place, of the same length.
+    let made = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if made.is_null() {
+        let e = std::io::Error::last_os_error();
+        return Err(LabError::io(std::env::temp_dir().display().to_string(), e));
+    }
+    bytes.pop();
+    Ok(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+}
+
 /// A child process that is killed and reaped if still running when dropped.
 struct Running {
     child: Child,
@@ -204,14 +224,14 @@ impl Java {
                 "the lab's Java programs: {why}"
             )));
         }
-        let dir = std::env::temp_dir().join(format!("tcpstall-lab-java-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).map_err(|e| LabError::io(dir.display().to_string(), e))?;
-        let java = Java { dir };
+        let java = Java {
+            dir: private_dir()?,
+        };
         let mut files = Vec::new();
         for (name, text) in SOURCES {
             let path = java.dir.join(name);
-            std::fs::write(&path, text).map_err(|e| LabError::io(path.display().to_string(), e))?;
+            output::write(&path, text.as_bytes())
+                .map_err(|e| LabError::io(path.display().to_string(), e))?;
             files.push(path);
         }
         let child = Command::new("javac")

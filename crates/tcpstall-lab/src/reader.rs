@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 
 use tcpstall_sim::scenario::Reader;
 
-use crate::exchange::READ_TIMEOUT;
 use crate::{LabError, Result};
+
+/// No single read waits longer: far above any delayed-ACK timer (at most 500 ms, RFC
+/// 1122 4.2.3.2), Linux's 200 ms cork flush and the delay line's round trips.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One side's reading habits, taken from the scenario.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

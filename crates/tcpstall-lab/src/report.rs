@@ -310,13 +310,19 @@ pub fn varying_text(rows: &[VaryingRow]) -> String {
             rtt * (1.0 + p.variation),
             row.seed
         );
-        let _ = write!(out, "  round trips (ms, * = slow):");
-        for (t, &slow) in row.run.round_trips.iter().zip(&row.slow) {
+        let _ = write!(out, "  round trips (ms, * = slow, ? = neither):");
+        for ((t, &slow), &between) in row.run.round_trips.iter().zip(&row.slow).zip(&row.between) {
             let _ = write!(
                 out,
                 " {:.3}{}",
                 millis(t.latency),
-                if slow { "*" } else { "" }
+                if slow {
+                    "*"
+                } else if between {
+                    "?"
+                } else {
+                    ""
+                }
             );
         }
         out.push('\n');
@@ -344,6 +350,17 @@ pub fn varying_text(rows: &[VaryingRow]) -> String {
                 LATE_LIMIT.as_millis()
             );
         }
+        for unclear in &row.unclear_runs {
+            let round_trips: Vec<String> = unclear
+                .iter()
+                .map(|(i, ms)| format!("#{} {ms:.3} ms", i + 1))
+                .collect();
+            let _ = writeln!(
+                out,
+                "               run again: round trips neither fast nor slow ({}), a program delayed",
+                round_trips.join(", ")
+            );
+        }
         if !row.faithful() {
             let _ = writeln!(
                 out,
@@ -352,11 +369,15 @@ pub fn varying_text(rows: &[VaryingRow]) -> String {
                 MAX_ATTEMPTS
             );
         }
+        let neither = match row.between_count() {
+            0 => String::new(),
+            n => format!(" ({n} neither)"),
+        };
         for point in &row.points {
             let c = &point.confusion;
             let _ = writeln!(
                 out,
-                "  {:<7} {} packets; analyzer {} stalls, programs {} slow; agree on {} of {}",
+                "  {:<7} {} packets; analyzer {} stalls, programs {} slow{neither}; agree on {} of {}",
                 format!("{}:", point.point.name()),
                 point.packets,
                 point.stalls,
@@ -368,8 +389,11 @@ pub fn varying_text(rows: &[VaryingRow]) -> String {
                 .found
                 .iter()
                 .zip(&row.slow)
+                .zip(&row.between)
+                .map(|((f, s), b)| (f, s, b))
                 .enumerate()
-                .filter(|(_, (f, s))| f != s)
+                .filter(|(_, (f, s, b))| !**b && f != s)
+                .map(|(i, (f, s, _))| (i, (f, s)))
                 .map(|(i, (&f, _))| {
                     format!(
                         "#{} {:.3} ms {}",

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use tcpstall_core::analyze::Analysis;
 use tcpstall_core::detect::{Pattern, StallEvent};
 use tcpstall_core::diagnosis::{ConnectionDiagnosis, Role};
+use tcpstall_core::output::{self, OutputDir};
 use tcpstall_core::report::text;
 use tcpstall_core::segment::{Nanos, secs};
 
@@ -431,13 +432,17 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
     let input = &analysis.input;
     let origin = input.first_time.unwrap_or(0);
     let span = input.last_time.unwrap_or(origin) - origin;
-    let stalls: usize = analysis.connections.iter().map(|c| c.stall_count).sum();
+    // The totals count every connection, the listed ones and those beyond the listing
+    // limit (MAX_LISTED_CONNECTIONS), as the text and JSON reports do.
+    let stalls = analysis.total_stalls();
+    let total = analysis.total_connections();
+    let all_with_stalls = analysis.connections_with_stalls();
     let with_stalls = analysis
         .connections
         .iter()
         .filter(|c| c.stall_count > 0)
         .count();
-    let lost: Nanos = analysis.connections.iter().map(|c| c.time_lost).sum();
+    let lost: Nanos = analysis.total_time_lost();
     let mut body = String::with_capacity(256 * 1024);
     let _ = write!(
         body,
@@ -447,13 +452,9 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
         input.read.packets,
         input.tcp_segments,
         secs(span),
-        analysis.connections.len(),
-        if analysis.connections.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        with_stalls,
+        total,
+        if total == 1 { "" } else { "s" },
+        all_with_stalls,
         stalls,
         if stalls == 1 { "" } else { "s" },
         secs(lost)
@@ -507,11 +508,18 @@ pub fn html(analysis: &Analysis, graphs: &[ConnectionGraphs], note: Option<&str>
     for g in first {
         connection_section(analysis, g, &mut body);
     }
-    let _ = write!(
-        body,
-        r#"<section id="connections"><h2>Every connection ({})</h2>"#,
-        analysis.connections.len()
-    );
+    let listed = analysis.connections.len() as u64;
+    if listed < total {
+        let _ = write!(
+            body,
+            r#"<section id="connections"><h2>Connections: the {listed} worst of {total} listed</h2>"#
+        );
+    } else {
+        let _ = write!(
+            body,
+            r#"<section id="connections"><h2>Every connection ({total})</h2>"#
+        );
+    }
     table::connections_table(analysis, &drawn, &mut body);
     if with_stalls > drawn_stalled {
         let _ = write!(
@@ -551,12 +559,20 @@ pub struct Written {
     pub connections_drawn: usize,
 }
 
-fn write(path: &Path, bytes: &[u8], written: &mut Written) -> Result<(), ReportError> {
-    std::fs::write(path, bytes).map_err(|source| ReportError::Write {
-        path: path.display().to_string(),
-        source,
-    })?;
-    written.files.push(path.to_path_buf());
+/// Writes `name` in `dir` whole, or leaves what was there (`tcpstall_core::output`).
+fn write(
+    dir: &OutputDir,
+    name: &str,
+    bytes: &[u8],
+    written: &mut Written,
+) -> Result<(), ReportError> {
+    let path = dir.path().join(name);
+    dir.write(name.as_ref(), bytes)
+        .map_err(|source| ReportError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
+    written.files.push(path);
     Ok(())
 }
 
@@ -589,7 +605,8 @@ pub fn write_reports(
     let graphs = draw(analysis, traces);
     written.connections_drawn = graphs.len();
     if let Some(dir) = graphs_dir {
-        std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+        // Created if missing; never a link (see `OutputDir::create`).
+        let dir = OutputDir::create(dir).map_err(|source| ReportError::Write {
             path: dir.display().to_string(),
             source,
         })?;
@@ -604,19 +621,19 @@ pub fn write_reports(
             }
             pictures.push((format!("conn{n}-round-trips"), &g.histogram));
             for (name, svg) in pictures {
-                write(
-                    &dir.join(format!("{name}.svg")),
-                    svg.as_bytes(),
-                    &mut written,
-                )?;
+                write(&dir, &format!("{name}.svg"), svg.as_bytes(), &mut written)?;
                 let png = png::svg_to_png(svg, &name, 1.5)?;
-                write(&dir.join(format!("{name}.png")), &png, &mut written)?;
+                write(&dir, &format!("{name}.png"), &png, &mut written)?;
             }
         }
     }
     if let Some(path) = html_path {
         let page = html(analysis, &graphs, note);
-        write(path, page.as_bytes(), &mut written)?;
+        output::write(path, page.as_bytes()).map_err(|source| ReportError::Write {
+            path: path.display().to_string(),
+            source,
+        })?;
+        written.files.push(path.to_path_buf());
     }
     Ok(written)
 }

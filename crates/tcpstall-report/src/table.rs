@@ -113,7 +113,7 @@ pub fn connections_table(analysis: &Analysis, drawn: &HashSet<usize>, out: &mut 
     if analysis.unlisted.connections > 0 {
         let _ = write!(
             out,
-            r#"<p class="note">{} less severe connections were counted but not kept by the analysis; they are in the totals above.</p>"#,
+            r#"<p class="note">{} less severe connections were counted but not kept by the analysis: they are in the totals above and in the JSON report's <code>connections_not_listed</code>, not listed.</p>"#,
             analysis.unlisted.connections
         );
     }

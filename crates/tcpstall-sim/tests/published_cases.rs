@@ -78,7 +78,7 @@ fn seed000_sweep_shows_the_parity_sawtooth() {
     assert_eq!(points.len(), 2001);
     for p in &points {
         let bytes = p.value as u32;
-        let expected = (bytes / 1448) % 2 == 1 && bytes % 1448 != 0;
+        let expected = (bytes / 1448) % 2 == 1 && !bytes.is_multiple_of(1448);
         let stalled = p.summary.stalled_transactions > 0;
         assert_eq!(stalled, expected, "{bytes} bytes: stalled {stalled}");
     }

@@ -126,6 +126,8 @@ struct tcp_sock {
 	__u32 mdev_us;
 	struct minmax rtt_min;
 	__u64 tcp_clock_cache;
+	__u32 data_segs_in;
+	__u32 data_segs_out;
 	__u8 nonagle : 4;
 	__u8 compressed_ack;
 };

@@ -74,6 +74,13 @@ struct watch_event {
 	__u64 timer_ns;
 	__u32 min_rtt_us;
 	__u32 rtt_var_us;
+	/* EVENT_NAGLE_HOLD: the releasing segment's payload (0: a pure ACK, all that a
+	 * delayed-ACK timer sends), and the data segments the socket had received and sent
+	 * (tp->data_segs_in, data_segs_out: the connection's first exchanges). */
+	__u32 ack_payload;
+	__u32 data_segs_in;
+	__u32 data_segs_out;
+	__u32 pad2;
 };
 
 /* A socket whose delayed-ACK timer fired with an ACK pending after a small segment, while
@@ -241,9 +248,22 @@ int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
 	return 0;
 }
 
+/* The segment's payload: skb->len less the TCP header (tcp_rcv_established: skb->data is
+ * the TCP header). */
+static __always_inline __u32 segment_payload(const struct sk_buff *skb, struct tcphdr *th)
+{
+	__u8 doff = 0;
+	if (bpf_probe_read_kernel(&doff, 1, (unsigned char *)th + 12))
+		return 0;
+	__u32 len = BPF_CORE_READ(skb, len);
+	__u32 header = (__u32)(doff >> 4) * 4;
+	return len > header ? len - header : 0;
+}
+
 /* The held bytes leave when the ACK covers the last small segment. Every hold is
  * reported: user space counts them, and judges which were stalls. */
-static __always_inline void end_hold(struct sock *sk, __u64 *key, __u32 ack)
+static __always_inline void end_hold(struct sock *sk, __u64 *key, __u32 ack,
+				     const struct sk_buff *skb, struct tcphdr *th)
 {
 	struct hold *hold = bpf_map_lookup_elem(&holds, key);
 	if (!hold)
@@ -261,8 +281,16 @@ static __always_inline void end_hold(struct sock *sk, __u64 *key, __u32 ack)
 		e->held_bytes = hold->held_bytes;
 		e->mss = hold->mss;
 		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-		if (tp)
+		if (tp) {
+			/* The round trips as the holder's kernel measured them (tcp_rtt_estimator):
+			 * smoothed, RFC 6298's RTTVAR (mdev_us / 4), the windowed least. */
 			e->srtt_us = tp->srtt_us >> 3;
+			e->rtt_var_us = tp->mdev_us >> 2;
+			e->min_rtt_us = BPF_CORE_READ(tp, rtt_min.s[0].v);
+			e->data_segs_in = tp->data_segs_in;
+			e->data_segs_out = tp->data_segs_out;
+		}
+		e->ack_payload = segment_payload(skb, th);
 		__builtin_memcpy(e->comm, hold->comm, sizeof(e->comm));
 		fill_endpoints(e, sk);
 		bpf_ringbuf_submit(e, now - hold->start_ns >= min_hold_ns ? 0 : BPF_RB_NO_WAKEUP);
@@ -332,7 +360,7 @@ int BPF_PROG(on_segment_in, struct sock *sk, const struct sk_buff *skb)
 	if (!p || p->holds > 0) {
 		__be32 ack_be = 0;
 		if (bpf_probe_read_kernel(&ack_be, sizeof(ack_be), &th->ack_seq) == 0)
-			end_hold(sk, &key, bpf_ntohl(ack_be));
+			end_hold(sk, &key, bpf_ntohl(ack_be), skb, th);
 	}
 	if (!p || p->ack_waits > 0)
 		answer_ack(sk, skb, &key, th);
@@ -362,6 +390,11 @@ int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
 	if (e) {
 		e->kind = EVENT_DELACK_FIRED;
 		e->end_ns = now;
+		/* The timer as it ran: from the last segment's arrival (tcp_rcv_established
+		 * refreshes tp->tcp_clock_cache, on the clock bpf_ktime_get_ns reads) to now. */
+		__u64 last_in = BPF_CORE_READ((struct tcp_sock *)key, tcp_clock_cache);
+		if (last_in && last_in < now)
+			e->timer_ns = now - last_in;
 		e->socket_inode = BPF_CORE_READ(sk, sk_socket, file, f_inode, i_ino);
 		fill_endpoints(e, sk);
 		bpf_ringbuf_submit(e, 0);

@@ -12,10 +12,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-/// The prefix of the cgroups `watch` creates; the rest of the name is the owner's pid.
+/// The prefix of the cgroups `watch` creates; the rest of the name is the owner's pid
+/// (as its own PID namespace numbers it) and a token that no other watch shares, since
+/// two watches in two PID namespaces can have the same pid.
 const CGROUP_PREFIX: &str = "tcpstall-watch-";
 
 /// A cgroup created for one command, removed when dropped.
+///
+/// Ownership is a lock, not a pid: the watch that creates the cgroup holds an exclusive
+/// flock(2) on its directory for its whole life (the open directory is close-on-exec, so
+/// the command does not inherit it). The kernel drops the lock when the owner's last
+/// descriptor closes, at its exit however it ends, so a cgroup whose lock can be taken
+/// has no live owner, in any PID namespace ([`remove_stale`]).
 pub struct CommandCgroup {
     path: PathBuf,
     directory: File,
@@ -23,11 +31,25 @@ pub struct CommandCgroup {
 }
 
 impl CommandCgroup {
-    /// Creates `tcpstall-watch-<pid>` under the cgroup v2 mount.
+    /// Creates `tcpstall-watch-<pid>-<token>` under the cgroup v2 mount and locks it.
     pub fn create(cgroup2_root: &Path) -> io::Result<CommandCgroup> {
-        let path = cgroup2_root.join(format!("{CGROUP_PREFIX}{}", std::process::id()));
+        // Between mkdir and flock the new cgroup is unlocked: the root's lock keeps
+        // another watch's clean-up from taking it for a dead one's meanwhile.
+        let root = RootLock::take(cgroup2_root)?;
+        let path = cgroup2_root.join(format!(
+            "{CGROUP_PREFIX}{}-{:016x}",
+            std::process::id(),
+            unique_token()
+        ));
         std::fs::create_dir(&path)?;
         let directory = File::open(&path)?;
+        if !try_lock(&directory)? {
+            return Err(io::Error::other(format!(
+                "{} is locked by another process",
+                path.display()
+            )));
+        }
+        drop(root);
         // bpf_get_current_cgroup_id() is the kernfs node id: the directory's inode.
         let id = directory.metadata()?.ino();
         Ok(CommandCgroup {
@@ -98,6 +120,56 @@ impl CommandCgroup {
         let child = process.spawn();
         drop(procs);
         child
+    }
+}
+
+/// A token no other watch's cgroup name has: the boot-time clock's nanoseconds mixed
+/// with this process's pid and the address of a fresh allocation.
+fn unique_token() -> u64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime(2) writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut now) };
+    let nanos = (now.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(now.tv_nsec as u64);
+    let place = Box::new(0u8);
+    let address = &*place as *const u8 as u64;
+    (nanos ^ (u64::from(std::process::id()) << 40) ^ address.rotate_left(17))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// An exclusive flock(2) on `file` if no one else holds one: true when taken.
+fn try_lock(file: &File) -> io::Result<bool> {
+    // SAFETY: flock(2) on a descriptor this File owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(error)
+    }
+}
+
+/// The cgroup root's flock, held while a watch creates and locks its cgroup or while
+/// another looks for stale ones; released when dropped (the descriptor closes).
+struct RootLock {
+    _root: File,
+}
+
+impl RootLock {
+    fn take(cgroup2_root: &Path) -> io::Result<RootLock> {
+        let root = File::open(cgroup2_root)?;
+        // SAFETY: flock(2) on a descriptor this File owns; both holders of this lock
+        // keep it for a few system calls only.
+        if unsafe { libc::flock(root.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(RootLock { _root: root })
     }
 }
 
@@ -172,7 +244,7 @@ fn end_processes(cgroup: &Path, grace: Duration) -> usize {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stale {
     pub path: PathBuf,
-    /// The pid of the watch that created it.
+    /// The pid of the watch that created it, as its PID namespace numbered it.
     pub owner: u32,
     /// Processes still in it, ended.
     pub ended: usize,
@@ -180,31 +252,43 @@ pub struct Stale {
     pub error: Option<String>,
 }
 
-/// Removes the `tcpstall-watch-PID` cgroups under `cgroup2_root` whose watch (PID) is
-/// gone, ending the processes still in them (SIGTERM, then SIGKILL after `grace`): what
-/// a watch killed before it could clean up left behind.
+/// Removes the `tcpstall-watch-*` cgroups under `cgroup2_root` that no live watch owns
+/// (their lock can be taken, see [`CommandCgroup`]), ending the processes still in them
+/// (SIGTERM, then SIGKILL after `grace`): what a watch killed before it could clean up
+/// left behind. A cgroup whose owner lives, in whatever PID namespace, is left alone.
 pub fn remove_stale(cgroup2_root: &Path, grace: Duration) -> Vec<Stale> {
     let Ok(entries) = std::fs::read_dir(cgroup2_root) else {
         return Vec::new();
     };
-    let own = std::process::id();
+    // Taken under the root's lock, so that a cgroup being created is never taken for
+    // an abandoned one; each taken cgroup's own lock then keeps any other clean-up off
+    // it while its processes end.
+    let mut taken = Vec::new();
+    if let Ok(_root) = RootLock::take(cgroup2_root) {
+        for entry in entries.filter_map(|e| e.ok()) {
+            let name = entry.file_name();
+            let Some(owner) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(CGROUP_PREFIX))
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|pid| pid.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let path = entry.path();
+            let Ok(directory) = File::open(&path) else {
+                continue;
+            };
+            if !directory.metadata().is_ok_and(|m| m.is_dir()) {
+                continue;
+            }
+            if try_lock(&directory).unwrap_or(false) {
+                taken.push((path, owner, directory));
+            }
+        }
+    }
     let mut stale = Vec::new();
-    for entry in entries.filter_map(|e| e.ok()) {
-        let name = entry.file_name();
-        let Some(owner) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(CGROUP_PREFIX))
-            .and_then(|pid| pid.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if owner == own || Path::new(&format!("/proc/{owner}")).exists() {
-            continue;
-        }
-        let path = entry.path();
-        if !path.is_dir() {
-            continue;
-        }
+    for (path, owner, _lock) in taken {
         let ended = end_processes(&path, grace);
         let mut error = None;
         for attempt in 0..50 {

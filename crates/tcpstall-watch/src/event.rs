@@ -1,10 +1,10 @@
 //! Decodes the records `bpf/watch.bpf.c` writes to its ring buffer (`struct
-//! watch_event`, native byte order, 128 bytes with the C compiler's padding).
+//! watch_event`, native byte order, 144 bytes with the C compiler's padding).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Size of `struct watch_event` as the eBPF program writes it.
-pub const RAW_EVENT_SIZE: usize = 128;
+pub const RAW_EVENT_SIZE: usize = 144;
 
 const KIND_NAGLE_HOLD: u32 = 1;
 const KIND_DELACK_FIRED: u32 = 2;
@@ -36,9 +36,21 @@ pub struct NagleHold {
     pub socket: Endpoints,
     pub held_bytes: u32,
     pub mss: u32,
+    /// The holder's round trips as its kernel measured them before the releasing ACK:
+    /// smoothed, RFC 6298's RTTVAR (the kernel's `mdev_us / 4`) and the windowed least
+    /// (`tcp_min_rtt`).
     pub smoothed_rtt_us: u32,
+    pub rtt_var_us: u32,
+    pub min_rtt_us: u32,
     pub start_ns: u64,
     pub released_ns: u64,
+    /// The releasing segment's payload: 0 for a pure ACK, the only kind a delayed-ACK
+    /// timer sends.
+    pub ack_payload: u32,
+    /// Data segments the holder's socket had received and sent (`tp->data_segs_in`,
+    /// `data_segs_out`) when the ACK came.
+    pub data_segments_in: u32,
+    pub data_segments_out: u32,
 }
 
 #[cfg(test)]
@@ -59,8 +71,13 @@ impl NagleHold {
             held_bytes: 6,
             mss: 65483,
             smoothed_rtt_us: 40,
+            rtt_var_us: 10,
+            min_rtt_us: 30,
             start_ns: 0,
             released_ns: held_ns,
+            ack_payload: 0,
+            data_segments_in: 20,
+            data_segments_out: 40,
         }
     }
 }
@@ -75,6 +92,9 @@ pub struct DelayedAckFired {
     pub socket_inode: u64,
     pub socket: Endpoints,
     pub fired_ns: u64,
+    /// The timer as it ran on its socket: from the last segment's arrival to the fire,
+    /// by the socket's own clock (`None` when unknown).
+    pub timer_ns: Option<u64>,
 }
 
 /// Seen on the side that delayed its ACK: its delayed-ACK timer fired with an ACK pending
@@ -221,10 +241,30 @@ const RTT_VAR_US: Field = Field {
     at: 124,
     size: 4,
 };
+const ACK_PAYLOAD: Field = Field {
+    name: "ack_payload",
+    at: 128,
+    size: 4,
+};
+const DATA_SEGS_IN: Field = Field {
+    name: "data_segs_in",
+    at: 132,
+    size: 4,
+};
+const DATA_SEGS_OUT: Field = Field {
+    name: "data_segs_out",
+    at: 136,
+    size: 4,
+};
+const PAD2: Field = Field {
+    name: "pad2",
+    at: 140,
+    size: 4,
+};
 
 /// Every field of `struct watch_event` in order, as the decoder reads it; a test checks
 /// it field by field against the C source.
-const LAYOUT: [Field; 19] = [
+const LAYOUT: [Field; 23] = [
     KIND,
     PID,
     START_NS,
@@ -244,6 +284,10 @@ const LAYOUT: [Field; 19] = [
     TIMER_NS,
     MIN_RTT_US,
     RTT_VAR_US,
+    ACK_PAYLOAD,
+    DATA_SEGS_IN,
+    DATA_SEGS_OUT,
+    PAD2,
 ];
 
 // The last field ends the record: the decoder reads every byte the program writes.
@@ -308,14 +352,20 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
             held_bytes,
             mss,
             smoothed_rtt_us,
+            rtt_var_us,
+            min_rtt_us,
             start_ns,
             released_ns: end_ns,
+            ack_payload: f.u32(ACK_PAYLOAD),
+            data_segments_in: f.u32(DATA_SEGS_IN),
+            data_segments_out: f.u32(DATA_SEGS_OUT),
         })),
         KIND_DELACK_FIRED => Ok(WatchEvent::DelayedAckFired(DelayedAckFired {
             owner: None,
             socket_inode,
             socket,
             fired_ns: end_ns,
+            timer_ns: (timer_ns > 0).then_some(timer_ns),
         })),
         KIND_DELAYER_SIDE => Ok(WatchEvent::DelayedAckAnswered(DelayedAckAnswered {
             socket,
@@ -382,6 +432,11 @@ pub(crate) mod tests {
         r[68..72].copy_from_slice(&remote.0);
         r[84..84 + comm.len()].copy_from_slice(comm.as_bytes());
         r[104..112].copy_from_slice(&(pid as u64 * 1000).to_ne_bytes());
+        // Least round trip 30 us, RTTVAR 10 us; 20 data segments received, 40 sent.
+        r[120..124].copy_from_slice(&30u32.to_ne_bytes());
+        r[124..128].copy_from_slice(&10u32.to_ne_bytes());
+        r[132..136].copy_from_slice(&20u32.to_ne_bytes());
+        r[136..140].copy_from_slice(&40u32.to_ne_bytes());
         r
     }
 
@@ -421,6 +476,15 @@ pub(crate) mod tests {
         assert_eq!(hold.socket.local, "127.0.0.1:40000".parse().unwrap());
         assert_eq!(hold.socket.remote, "127.0.0.1:8000".parse().unwrap());
         assert_eq!(hold.released_ns - hold.start_ns, 40_999_000);
+        assert_eq!((hold.min_rtt_us, hold.rtt_var_us), (30, 10));
+        assert_eq!((hold.data_segments_in, hold.data_segments_out), (20, 40));
+        assert_eq!(hold.ack_payload, 0);
+        let mut by_data = r.clone();
+        by_data[128..132].copy_from_slice(&6u32.to_ne_bytes());
+        let WatchEvent::NagleHold(hold) = decode(&by_data).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(hold.ack_payload, 6);
     }
 
     #[test]
@@ -441,6 +505,13 @@ pub(crate) mod tests {
         assert_eq!(fired.owner, None);
         assert_eq!(fired.socket_inode, 31_000);
         assert_eq!(fired.fired_ns, 9);
+        assert_eq!(fired.timer_ns, None);
+        let mut timed = r.clone();
+        timed[112..120].copy_from_slice(&40_000_000u64.to_ne_bytes());
+        let WatchEvent::DelayedAckFired(fired) = decode(&timed).unwrap() else {
+            unreachable!()
+        };
+        assert_eq!(fired.timer_ns, Some(40_000_000));
     }
 
     #[test]

@@ -1,13 +1,16 @@
 //! Joins what the kernel reported into stalls: a Nagle hold on one socket, released by an
 //! ACK that the peer's delayed-ACK timer sent. When the peer is on this host its timer is
-//! seen firing; when it is remote, the ACK arriving at least `min_stall` later than a
-//! round trip can only have been delayed, and the stall is marked as inferred.
+//! seen firing, and timed where it ran. When it is remote, the stall is inferred only
+//! when something says a timer held the ACK: a pure ACK (a timer sends nothing else),
+//! after the peer's quick-ACK start, later than the round trips the holder's kernel
+//! measured allow; its timer is then the hold less that round trip, a range.
 //!
 //! When the holder is not watched (another host, or a process outside the command or the
 //! filters), the stall is seen from the delayer's side: its timer fired after a small
-//! segment while it had nothing to send, and the peer's next small segment came within
-//! a round trip of that ACK, as a Nagle sender's released bytes do. A stall that both
-//! sides showed is reported once, from the holder's side.
+//! segment while it had nothing to send, and the peer's next small segment, continuing
+//! the stream, came within the round trips the delayer's kernel measured of that ACK,
+//! as a Nagle sender's released bytes do. A stall that both sides showed is reported
+//! once, from the holder's side.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -32,8 +35,69 @@ const LATE_TIMER_NS: u64 = 20_000_000;
 /// (another network namespace with a delay).
 const TIMER_TO_ACK_NS: u64 = 5_000_000;
 /// How much later than the round trip a host may send what an ACK released: the
-/// analyzer's allowance for the same link of its evidence, measured in the lab.
+/// analyzer's allowance for the same link of its evidence, measured in the lab. It is the
+/// clock granularity G of the round-trip bound below.
 pub const HOST_TURNAROUND_NS: u64 = tcpstall_core::path::HOST_TURNAROUND as u64;
+/// RFC 6298 (2.3): RTO = SRTT + max(G, K * RTTVAR), K = 4: a round trip beyond it is
+/// what a sender takes for a lost segment.
+const RTTVAR_FACTOR: u64 = 4;
+/// A Linux receiver ACKs at once (quick-ACK mode) the first data it gets, and up to 16
+/// segments (TCP_MAX_QUICKACKS, include/net/tcp.h) until it answers with data of its own
+/// (ping-pong mode, tcp_event_data_sent): such ACKs were not delayed.
+const QUICKACK_SEGMENTS: u32 = 16;
+/// The shortest delayed-ACK timer of the known stacks, less a jiffy (stacks.rs).
+const SHORTEST_TIMER_NS: u64 = tcpstall_core::stacks::SHORTEST_TIMER as u64;
+
+/// A connection's round trips as its kernel measured them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundTrips {
+    pub smoothed_us: u32,
+    /// RFC 6298's RTTVAR (the kernel's `mdev_us / 4`).
+    pub variation_us: u32,
+    /// The windowed least (`tcp_min_rtt`; `u32::MAX` or 0 before any sample).
+    pub least_us: u32,
+}
+
+impl RoundTrips {
+    /// The least round trip, or the smoothed one when no least is known.
+    pub fn least_ns(self) -> u64 {
+        let least = if self.least_us == 0 || self.least_us == u32::MAX {
+            self.smoothed_us
+        } else {
+            self.least_us
+        };
+        u64::from(least) * 1000
+    }
+
+    /// The longest round trip the distribution allows: RFC 6298's bound,
+    /// SRTT + max(G, 4 RTTVAR), with the host's turnaround as G.
+    pub fn longest_ns(self) -> u64 {
+        u64::from(self.smoothed_us) * 1000
+            + (RTTVAR_FACTOR * u64::from(self.variation_us) * 1000).max(HOST_TURNAROUND_NS)
+    }
+}
+
+/// How the delayer's timer was measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimerBasis {
+    /// Seen firing on this host, timed on the delayer's socket from the last segment's
+    /// arrival.
+    Fired,
+    /// Seen from the delayer's side: from the small segment to the ACK, by its socket's
+    /// clock.
+    DelayerClock,
+    /// Not seen (a remote delayer): the hold less the round trip the holder's kernel
+    /// measured, a range.
+    Estimated,
+}
+
+/// A timer known only as a range: the hold less the longest and the least round trip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TimerRange {
+    pub low_ns: u64,
+    pub high_ns: u64,
+}
 
 /// How the delayed ACK is known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -41,7 +105,8 @@ pub const HOST_TURNAROUND_NS: u64 = tcpstall_core::path::HOST_TURNAROUND as u64;
 pub enum Evidence {
     /// The peer is on this host and its delayed-ACK timer was seen firing.
     TimerSeen,
-    /// The peer is remote: the ACK came later than a round trip by at least the threshold.
+    /// The peer is remote: a pure ACK, after the peer's quick-ACK start, later than the
+    /// round trips the holder's kernel measured allow.
     Inferred,
     /// Seen from the delayer on this host, the holder unwatched: its timer sent the ACK
     /// after a small segment, and the peer's next small segment answered it within the
@@ -55,13 +120,17 @@ pub struct Delayer {
     pub endpoint: SocketAddr,
     /// The process on this host that owns the peer socket, when known.
     pub process: Option<Process>,
-    /// From the held send to the delayer's timer firing, when that was seen: the timer's
-    /// length, as the peer is on this host (the data reached it at once). Seen from the
-    /// delayer's side: from the last segment before the timer to its ACK, by the socket's
-    /// own clock.
+    /// The delayer's timer, measured where it runs: when its firing was seen, from the
+    /// last segment's arrival on its socket to the fire; seen from the delayer's side,
+    /// from the last segment before the timer to its ACK, by the socket's own clock.
+    /// `None` for a remote delayer (see `timer_range`).
     pub timer_ns: Option<u64>,
     /// Seen from the delayer's side: from its ACK to the holder's released segment.
     pub answered_after_ns: Option<u64>,
+    /// How `timer_ns` was measured, or that it is estimated (`timer_range`), when known.
+    pub timer_basis: Option<TimerBasis>,
+    /// A remote delayer's timer: the hold less the holder's round trip.
+    pub timer_range: Option<TimerRange>,
     /// The delayer process's service (its cgroup), named when the stall is published.
     pub service: Option<Service>,
 }
@@ -274,15 +343,21 @@ impl StallAssembler {
         })
     }
 
-    /// The rule of the delayer's side: the peer's segment came within the connection's
-    /// least round trip, its variation and a host's turnaround of the ACK leaving (the
-    /// analyzer's release rule), and the stall, from the segment the ACK waited for to
-    /// the released one, lasted `min_stall` or more. Returns (answered after the ACK,
-    /// duration).
+    /// The rule of the delayer's side. The kernel has checked what marks the answer: the
+    /// peer's next data segment starts at the sequence the ACK acknowledged, is smaller
+    /// than a full segment, and the delayer sent nothing in between. Here: it came within
+    /// the round trips the delayer's kernel measured of the ACK leaving (RFC 6298's bound,
+    /// [`RoundTrips::longest_ns`]: an ACK and the segment it frees make one round trip),
+    /// and the stall, from the segment the ACK waited for to the released one, lasted
+    /// `min_stall` or more. Returns (answered after the ACK, duration).
     fn delayer_side_stall(&self, record: &DelayedAckAnswered) -> Option<(u64, u64)> {
         let answered_after = record.answered_ns.checked_sub(record.fired_ns)?;
-        let round_trip_ns = (u64::from(record.min_rtt_us) + u64::from(record.rtt_var_us)) * 1000;
-        if answered_after > round_trip_ns + HOST_TURNAROUND_NS {
+        let round_trips = RoundTrips {
+            smoothed_us: record.smoothed_rtt_us,
+            variation_us: record.rtt_var_us,
+            least_us: record.min_rtt_us,
+        };
+        if answered_after > round_trips.longest_ns() {
             return None;
         }
         let duration = record.timer_ns.unwrap_or(0) + answered_after;
@@ -312,6 +387,8 @@ impl StallAssembler {
                 process: delayer,
                 timer_ns: record.timer_ns,
                 answered_after_ns: Some(answered_after),
+                timer_basis: record.timer_ns.map(|_| TimerBasis::DelayerClock),
+                timer_range: None,
                 service: None,
             },
             evidence: Evidence::DelayerSide,
@@ -332,29 +409,37 @@ impl StallAssembler {
         let timer = self
             .named_releasing_timer(&hold)
             .map(|i| &self.fired[i].timer);
-        let round_trip_ns = u64::from(hold.smoothed_rtt_us) * 1000;
         let (evidence, delayer) = match timer {
             Some(fired) => (
                 Evidence::TimerSeen,
                 Delayer {
                     endpoint: hold.socket.remote,
                     process: fired.owner.clone(),
-                    timer_ns: Some(fired.fired_ns.saturating_sub(hold.start_ns)),
+                    // As it ran on the delayer's socket; else from the held send, which
+                    // is the timer only when the data reached the peer at once.
+                    timer_ns: Some(
+                        fired
+                            .timer_ns
+                            .unwrap_or(fired.fired_ns.saturating_sub(hold.start_ns)),
+                    ),
                     answered_after_ns: None,
+                    timer_basis: Some(TimerBasis::Fired),
+                    timer_range: None,
                     service: None,
                 },
             ),
-            None if duration_ns >= round_trip_ns + self.min_stall_ns => (
+            None => (
                 Evidence::Inferred,
                 Delayer {
                     endpoint: hold.socket.remote,
                     process: None,
                     timer_ns: None,
                     answered_after_ns: None,
+                    timer_basis: Some(TimerBasis::Estimated),
+                    timer_range: Some(remote_timer(&hold)?),
                     service: None,
                 },
             ),
-            None => return None,
         };
         Some(Stall {
             class: StallClass::NagleDelayedAck,
@@ -371,6 +456,46 @@ impl StallAssembler {
             evidence,
         })
     }
+}
+
+/// The holder's round trips as its kernel measured them before the releasing ACK.
+fn holder_round_trips(hold: &NagleHold) -> RoundTrips {
+    RoundTrips {
+        smoothed_us: hold.smoothed_rtt_us,
+        variation_us: hold.rtt_var_us,
+        least_us: hold.min_rtt_us,
+    }
+}
+
+/// Whether a Linux peer still ACKs this connection's data at once: it has had no more
+/// than its first data segment, or it has not answered with data of its own and had no
+/// more than its quick ACKs' worth (tcp_event_data_recv, tcp_incr_quickack).
+fn peer_quick_acking(hold: &NagleHold) -> bool {
+    hold.data_segments_out <= 1
+        || (hold.data_segments_in == 0 && hold.data_segments_out <= QUICKACK_SEGMENTS)
+}
+
+/// A remote peer's timer held the ACK that released this hold, and how long it ran; or
+/// `None` when nothing says a timer held it. It did when the ACK carried no data (a
+/// delayed-ACK timer sends a pure ACK: tcp_delack_timer_handler -> tcp_send_ack; an ACK
+/// riding on the peer's answer waited for the answer), the peer was past its quick-ACK
+/// start, and the hold outlasted the round trips the holder's kernel measured: beyond
+/// RFC 6298's bound, or beyond the least round trip by the shortest known timer (the
+/// kernel counts the delayed ACKs among its samples, so on a connection that stalls at
+/// every exchange the bound widens and only the least round trip stays put). The timer
+/// is the hold less the round trip: the least and the longest give its range.
+fn remote_timer(hold: &NagleHold) -> Option<TimerRange> {
+    if hold.ack_payload > 0 || peer_quick_acking(hold) {
+        return None;
+    }
+    let duration = hold.released_ns.saturating_sub(hold.start_ns);
+    let round_trips = holder_round_trips(hold);
+    let beyond_the_bound = duration > round_trips.longest_ns();
+    let beyond_the_least_by_a_timer = duration >= round_trips.least_ns() + SHORTEST_TIMER_NS;
+    (beyond_the_bound || beyond_the_least_by_a_timer).then(|| TimerRange {
+        low_ns: duration.saturating_sub(round_trips.longest_ns()),
+        high_ns: duration.saturating_sub(round_trips.least_ns()),
+    })
 }
 
 #[cfg(test)]
@@ -547,8 +672,9 @@ mod tests {
     #[test]
     fn an_answer_later_than_the_round_trip_is_no_stall() {
         let mut a = assembler();
-        // 0.1 ms beyond 40 us of round trip and a host's turnaround after the ACK.
-        let late = 140 * MS + 40_000 + HOST_TURNAROUND_NS + 100_000;
+        // 0.1 ms beyond the bound: a 50 us smoothed round trip and a host's turnaround
+        // (more than 4 x 10 us of RTTVAR) after the ACK.
+        let late = 140 * MS + 50_000 + HOST_TURNAROUND_NS + 100_000;
         a.push(answered(140 * MS, late, 40 * MS));
         assert!(a.finish().is_empty());
     }
@@ -598,6 +724,154 @@ mod tests {
         a.push(answered(140 * MS, 140 * MS + 40_000, 40 * MS));
         assert!(a.finish().is_empty());
         assert_eq!(a.seen_from_both_sides, 1);
+    }
+
+    /// A hold on a path with these round trips (ms): smoothed, RTTVAR, least.
+    fn hold_on_path(start: u64, end: u64, smoothed: f64, variation: f64, least: f64) -> NagleHold {
+        let WatchEvent::NagleHold(mut h) = hold(start, end) else {
+            unreachable!()
+        };
+        h.smoothed_rtt_us = (smoothed * 1e3) as u32;
+        h.rtt_var_us = (variation * 1e3) as u32;
+        h.min_rtt_us = (least * 1e3) as u32;
+        h
+    }
+
+    fn answered_on_path(
+        fired: u64,
+        answered_at: u64,
+        smoothed: f64,
+        variation: f64,
+        least: f64,
+    ) -> WatchEvent {
+        let WatchEvent::DelayedAckAnswered(mut a) = answered(fired, answered_at, 42 * MS) else {
+            unreachable!()
+        };
+        a.smoothed_rtt_us = (smoothed * 1e3) as u32;
+        a.rtt_var_us = (variation * 1e3) as u32;
+        a.min_rtt_us = (least * 1e3) as u32;
+        WatchEvent::DelayedAckAnswered(a)
+    }
+
+    #[test]
+    fn on_a_jittery_path_the_delayers_side_allows_the_measured_round_trips() {
+        // A 20 ms path whose queues add up to 8 ms each way, seen by the delayer: least
+        // round trip 44.9 ms, smoothed 48 ms, mdev 8 ms (RTTVAR 2 ms). The released
+        // segment came 52.5 ms after the ACK: within 48 + 4 x 2 ms, past 44.9 + 2 + 4.5.
+        let mut a = assembler();
+        a.push(answered_on_path(140 * MS, 192_500_000, 48.0, 2.0, 44.9));
+        let stalls = a.finish();
+        assert_eq!(stalls.len(), 1);
+        assert_eq!(stalls[0].evidence, Evidence::DelayerSide);
+        assert_eq!(stalls[0].delayer.timer_ns, Some(42 * MS));
+        assert_eq!(
+            stalls[0].delayer.timer_basis,
+            Some(TimerBasis::DelayerClock)
+        );
+        assert_eq!(stalls[0].duration_ns, 42 * MS + 52_500_000);
+        assert_eq!(stalls[0].holder.as_ref().unwrap().comm, "client");
+        // Past the bound (48 + 8 ms), the next segment is not the released one.
+        let mut a = assembler();
+        a.push(answered_on_path(140 * MS, 196_100_000, 48.0, 2.0, 44.9));
+        assert!(a.finish().is_empty());
+    }
+
+    #[test]
+    fn a_remote_timer_is_the_hold_less_the_round_trip_as_a_range() {
+        let mut a = assembler();
+        // Least 44.9 ms, smoothed 48, RTTVAR 2: a 92 ms hold released by a pure ACK.
+        a.push(WatchEvent::NagleHold(hold_on_path(
+            0,
+            92 * MS,
+            48.0,
+            2.0,
+            44.9,
+        )));
+        let stalls = a.finish();
+        assert_eq!(stalls.len(), 1);
+        let d = &stalls[0].delayer;
+        assert_eq!(stalls[0].evidence, Evidence::Inferred);
+        assert_eq!(d.timer_ns, None, "not seen, so not reported as seen");
+        assert_eq!(d.timer_basis, Some(TimerBasis::Estimated));
+        let range = d.timer_range.unwrap();
+        assert_eq!(range.low_ns, 92 * MS - 56 * MS);
+        assert_eq!(range.high_ns, 92 * MS - 44_900_000);
+    }
+
+    #[test]
+    fn delayed_acks_counted_among_the_round_trips_do_not_hide_the_stall() {
+        // Every exchange stalls: the kernel's smoothed round trip (64 ms) and RTTVAR
+        // (15 ms) carry the delayed ACKs, its least (44.9 ms) does not. The hold, 44.9 +
+        // 41 ms, is within the widened bound but a whole timer beyond the least.
+        let mut a = assembler();
+        a.push(WatchEvent::NagleHold(hold_on_path(
+            0, 85_900_000, 64.0, 15.0, 44.9,
+        )));
+        assert_eq!(a.finish()[0].evidence, Evidence::Inferred);
+    }
+
+    #[test]
+    fn an_echo_answering_each_piece_at_once_is_no_stall() {
+        // The same path: the echo of the first piece released the second 52.5 ms after
+        // it was held, the ACK riding on the echo's data.
+        let mut a = assembler();
+        let mut echoed = hold_on_path(0, 52_500_000, 48.0, 2.0, 44.9);
+        echoed.ack_payload = 6;
+        a.push(WatchEvent::NagleHold(echoed.clone()));
+        // The echo's data after a pure ACK the read sent (tcp_cleanup_rbuf), as
+        // prompt: within the round trips measured, not a timer beyond the least.
+        echoed.ack_payload = 0;
+        a.push(WatchEvent::NagleHold(echoed.clone()));
+        // A hold as long as a timer and the slowest round trip, but released by data.
+        echoed.released_ns = 130 * MS;
+        echoed.ack_payload = 6;
+        a.push(WatchEvent::NagleHold(echoed));
+        assert!(a.finish().is_empty());
+        assert_eq!(a.short_holds, 3);
+    }
+
+    #[test]
+    fn a_peer_still_quick_acking_does_not_delay() {
+        // The connection's first exchange: the holder sent one data segment, the peer
+        // none. The jitter stretched the round trip past the measured ones.
+        let mut first = hold_on_path(0, 90 * MS, 44.9, 22.0, 44.9);
+        first.data_segments_out = 1;
+        first.data_segments_in = 0;
+        let mut a = assembler();
+        a.push(WatchEvent::NagleHold(first.clone()));
+        assert!(a.finish().is_empty());
+        // A peer that never answers quick-ACKs no more than 16 segments.
+        first.data_segments_out = 17;
+        a.push(WatchEvent::NagleHold(first.clone()));
+        assert_eq!(a.finish().len(), 1);
+        // Once it answered, it delays from its second segment on.
+        first.data_segments_out = 3;
+        first.data_segments_in = 1;
+        a.push(WatchEvent::NagleHold(first));
+        assert_eq!(a.finish()[0].evidence, Evidence::Inferred);
+    }
+
+    #[test]
+    fn a_timer_seen_behind_a_delay_is_timed_where_it_ran() {
+        // The delayer in another namespace 10 ms away: its 41 ms timer, from the small
+        // segment's arrival, fired 51 ms after the held send.
+        let mut a = assembler();
+        let WatchEvent::DelayedAckFired(mut timer) = fired(151 * MS) else {
+            unreachable!()
+        };
+        timer.timer_ns = Some(41 * MS);
+        a.push(WatchEvent::DelayedAckFired(timer));
+        a.push(WatchEvent::NagleHold(hold_on_path(
+            100 * MS,
+            161 * MS,
+            20.0,
+            1.0,
+            20.0,
+        )));
+        let stalls = a.finish();
+        assert_eq!(stalls[0].evidence, Evidence::TimerSeen);
+        assert_eq!(stalls[0].delayer.timer_ns, Some(41 * MS));
+        assert_eq!(stalls[0].delayer.timer_basis, Some(TimerBasis::Fired));
     }
 
     #[test]

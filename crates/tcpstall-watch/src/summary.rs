@@ -1,7 +1,7 @@
 //! Renders stalls as they end (a text line or one JSON object per line) and the totals
 //! per process and per connection printed when watching stops.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
@@ -9,8 +9,12 @@ use serde_json::{Value, json};
 
 use crate::event::{NagleHold, Process};
 use crate::service::Service;
-use crate::stall::{Evidence, Stall};
+use crate::stall::{Evidence, Stall, TimerBasis};
+use tcpstall_core::diagnosis::{TimerGuess, infer_timer};
+use tcpstall_core::escape::escaped;
 
+/// At most this many timers of a group are kept for its reading, the latest.
+const TIMER_SAMPLES: usize = 1024;
 /// At most this many connections are totalled one by one; the rest are counted together,
 /// so memory stays bounded on a busy host.
 pub const MAX_CONNECTIONS: usize = 10_000;
@@ -73,12 +77,12 @@ fn ms(ns: u64) -> f64 {
 }
 
 fn process_name(p: &Process) -> String {
-    format!("{}[{}]", p.comm, p.pid)
+    format!("{}[{}]", escaped(&p.comm), p.pid)
 }
 
 /// ` (nginx.service)` after a process's name, when its service is known.
 fn service_suffix(service: Option<&Service>) -> String {
-    service.map_or(String::new(), |s| format!(" ({})", s.name))
+    service.map_or(String::new(), |s| format!(" ({})", escaped(&s.name)))
 }
 
 /// A service in JSON: its name, kind and cgroup path.
@@ -126,7 +130,17 @@ pub fn stall_line(stall: &Stall, clock: &Clock) -> String {
             );
         }
         (Evidence::TimerSeen, None) => line.push_str(", its delayed-ACK timer fired"),
-        (Evidence::Inferred, _) => line.push_str(", ACK late by more than a round trip (remote)"),
+        (Evidence::Inferred, _) => match stall.delayer.timer_range {
+            Some(range) => {
+                let _ = write!(
+                    line,
+                    ", its delayed-ACK timer held the ACK about {:.1}-{:.1} ms (estimated: the hold less the round trip this host measured; remote)",
+                    ms(range.low_ns),
+                    ms(range.high_ns)
+                );
+            }
+            None => line.push_str(", ACK late by more than a round trip (remote)"),
+        },
         (Evidence::DelayerSide, timer) => {
             if let Some(timer) = timer {
                 let _ = write!(
@@ -175,11 +189,66 @@ pub fn stall_json(stall: &Stall, clock: &Clock) -> Value {
             "process": stall.delayer.process.as_ref().map(process),
             "service": service_json(stall.delayer.service.as_ref()),
             "timer_ms": stall.delayer.timer_ns.map(ms),
+            "timer_basis": stall.delayer.timer_basis,
+            "timer_estimate_ms": stall.delayer.timer_range.map(|r| json!({"low": ms(r.low_ns), "high": ms(r.high_ns)})),
             "answered_after_ms": stall.delayer.answered_after_ns.map(ms),
         },
         "evidence": stall.evidence,
         "fixes": stall.fixes().iter().map(|(role, fix)| json!({"role": role, "fix": fix.name()})).collect::<Vec<_>>(),
     })
+}
+
+/// The delayed-ACK timer a group of stalls shows, read as `analyze` reads one
+/// (`tcpstall_core::diagnosis::infer_timer`, the stacks' timers from `stacks.rs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimerReading {
+    pub median_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub guess: TimerGuess,
+    /// Measured where the timer ran, or (no timer seen) estimated: each stall's hold
+    /// less the least round trip, the timer plus that exchange's share of the path's
+    /// variation.
+    pub estimated: bool,
+}
+
+impl TimerReading {
+    fn of(samples: &VecDeque<u64>, estimated: bool) -> Option<TimerReading> {
+        if samples.is_empty() {
+            return None;
+        }
+        let delays: Vec<i64> = samples
+            .iter()
+            .map(|&t| i64::try_from(t).unwrap_or(i64::MAX))
+            .collect();
+        let (median, min, max, guess) = infer_timer(&delays);
+        Some(TimerReading {
+            median_ns: median.max(0) as u64,
+            min_ns: min.max(0) as u64,
+            max_ns: max.max(0) as u64,
+            guess,
+            estimated,
+        })
+    }
+
+    /// The stacks it points to: `Linux`, `Windows/AIX`; `?` for none known.
+    pub fn stacks(&self) -> String {
+        match self.guess.stacks() {
+            [] => "?".into(),
+            stacks => stacks.join("/"),
+        }
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "median_ms": ms(self.median_ns),
+            "min_ms": ms(self.min_ns),
+            "max_ms": ms(self.max_ns),
+            "basis": if self.estimated { "estimated" } else { "measured" },
+            "timer": self.guess.name(),
+            "stacks": self.guess.stacks(),
+        })
+    }
 }
 
 /// Totals of one group of stalls.
@@ -190,6 +259,16 @@ pub struct Totals {
     pub longest_ns: u64,
     timer_ns_sum: u64,
     timer_count: u64,
+    /// The latest timers measured where they ran, and the latest estimated ones.
+    measured_timers: VecDeque<u64>,
+    estimated_timers: VecDeque<u64>,
+}
+
+fn keep_latest(samples: &mut VecDeque<u64>, sample: u64) {
+    if samples.len() >= TIMER_SAMPLES {
+        samples.pop_front();
+    }
+    samples.push_back(sample);
 }
 
 impl Totals {
@@ -200,12 +279,37 @@ impl Totals {
         if let Some(t) = stall.delayer.timer_ns {
             self.timer_ns_sum += t;
             self.timer_count += 1;
+            keep_latest(&mut self.measured_timers, t);
+        } else if let (Some(TimerBasis::Estimated), Some(range)) =
+            (stall.delayer.timer_basis, stall.delayer.timer_range)
+        {
+            keep_latest(&mut self.estimated_timers, range.high_ns);
         }
     }
 
-    /// The mean delayed-ACK timer seen, when any was.
+    /// The mean delayed-ACK timer measured, when any was.
     pub fn mean_timer_ns(&self) -> Option<u64> {
         (self.timer_count > 0).then(|| self.timer_ns_sum / self.timer_count)
+    }
+
+    /// The timer these stalls show: from the timers measured where they ran when any
+    /// were, else from the estimates.
+    pub fn timer(&self) -> Option<TimerReading> {
+        TimerReading::of(&self.measured_timers, false)
+            .or_else(|| TimerReading::of(&self.estimated_timers, true))
+    }
+
+    /// The timer in the text summary: `42.1 Linux`, `~61.0 Linux` (estimated), with
+    /// `unit` after the figure.
+    fn timer_text(&self, unit: &str) -> String {
+        self.timer().map_or("-".to_string(), |t| {
+            format!(
+                "{}{:.1}{unit} {}",
+                if t.estimated { "~" } else { "" },
+                ms(t.median_ns),
+                t.stacks()
+            )
+        })
     }
 
     fn json(&self) -> Value {
@@ -214,6 +318,7 @@ impl Totals {
             "stalled_ms": ms(self.stalled_ns),
             "longest_ms": ms(self.longest_ns),
             "mean_timer_ms": self.mean_timer_ns().map(ms),
+            "timer": self.timer().as_ref().map(TimerReading::json),
         })
     }
 }
@@ -420,7 +525,11 @@ impl Summary {
                 }
             );
             if let Some(cgroup) = &fix.cgroup {
-                let _ = writeln!(out, "  attached to {cgroup}, detached when watch ended");
+                let _ = writeln!(
+                    out,
+                    "  attached to {}, detached when watch ended",
+                    escaped(cgroup)
+                );
                 if let Some(before) = &fix.before {
                     let _ = writeln!(out, "  before the fix: {}", before.text());
                 }
@@ -450,7 +559,9 @@ impl Summary {
                 let _ = writeln!(
                     out,
                     "  {:>7}  {:<16} {:>7} holds",
-                    process.pid, process.comm, holds
+                    process.pid,
+                    escaped(&process.comm),
+                    holds
                 );
             }
         }
@@ -460,21 +571,20 @@ impl Summary {
         let _ = writeln!(out, "\nby process:");
         let _ = writeln!(
             out,
-            "  {:>7}  {:<16} {:<8} {:>7} {:>11} {:>10} {:>10}",
-            "pid", "comm", "role", "stalls", "stalled ms", "longest ms", "timer ms"
+            "  {:>7}  {:<16} {:<8} {:>7} {:>11} {:>10}  timer ms (stack)",
+            "pid", "comm", "role", "stalls", "stalled ms", "longest ms"
         );
         for ((process, role), t) in &self.processes {
             let _ = writeln!(
                 out,
-                "  {:>7}  {:<16} {:<8} {:>7} {:>11.1} {:>10.1} {:>10}",
+                "  {:>7}  {:<16} {:<8} {:>7} {:>11.1} {:>10.1}  {}",
                 process.pid,
-                process.comm,
+                escaped(&process.comm),
                 role,
                 t.stalls,
                 ms(t.stalled_ns),
                 ms(t.longest_ns),
-                t.mean_timer_ns()
-                    .map_or("-".to_string(), |n| format!("{:.1}", ms(n))),
+                t.timer_text(""),
             );
         }
         if !self.services.is_empty() {
@@ -483,7 +593,7 @@ impl Summary {
                 let _ = writeln!(
                     out,
                     "  {:<40} {:<8} {:>7} stalls {:>11.1} ms stalled",
-                    service,
+                    escaped(service),
                     role,
                     t.stalls,
                     ms(t.stalled_ns),
@@ -496,12 +606,13 @@ impl Summary {
         for ((local, remote), (holder, t)) in connections {
             let _ = writeln!(
                 out,
-                "  {local} -> {remote}  holder {}  {} stalls, {:.1} ms stalled",
+                "  {local} -> {remote}  holder {}  {} stalls, {:.1} ms stalled, delayer's timer {}",
                 holder
                     .as_ref()
                     .map_or("not on this host".into(), process_name),
                 t.stalls,
-                ms(t.stalled_ns)
+                ms(t.stalled_ns),
+                t.timer_text(" ms"),
             );
         }
         if self.other_connections.stalls > 0 {
@@ -590,6 +701,8 @@ pub(crate) mod tests {
                 }),
                 timer_ns: Some(40_000_000),
                 answered_after_ns: None,
+                timer_basis: Some(TimerBasis::Fired),
+                timer_range: None,
                 service: None,
             },
             evidence: Evidence::TimerSeen,
@@ -622,6 +735,33 @@ pub(crate) mod tests {
         let json = s.json(2_000_000_000, 1, 0, None);
         assert_eq!(json["total"]["stalls"], 3);
         assert_eq!(json["connections"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn names_chosen_by_a_local_user_cannot_forge_the_terminal() {
+        let name = "\x1b[2J\x1b]0;pwn\x07";
+        let mut st = stall(name, 40000, 41);
+        st.holder_service = Some(Service::from_cgroup("/system.slice/a\nb.service"));
+        let line = stall_line(&st, &Clock::new());
+        assert!(
+            line.contains("holder \\x1b[2J\\x1b]0;pwn\\x07[7]"),
+            "{line}"
+        );
+        let mut s = Summary::default();
+        s.add(&st);
+        s.add(&stall("evil\n12:00:00.000    41.0 ms forged", 40001, 41));
+        let text = s.text(2_000_000_000, 1, 0, None);
+        for text in [line.as_str(), text.as_str()] {
+            assert!(
+                !text.chars().any(|c| c.is_control() && c != '\n'),
+                "a control character reached the text: {text:?}"
+            );
+        }
+        assert!(
+            !text.lines().any(|l| l.starts_with("12:00:00.000")),
+            "{text}"
+        );
+        assert!(text.contains("evil\\x0a12:00"), "{text}");
     }
 
     #[test]
@@ -705,6 +845,67 @@ pub(crate) mod tests {
         assert!(text.contains("seen as: 1 delayer-side"), "{text}");
         assert!(text.contains("holder not on this host"), "{text}");
         assert_eq!(s.json(1, 0, 0, None)["by_evidence"]["delayer-side"], 1);
+    }
+
+    #[test]
+    fn a_remote_delayers_timer_is_an_estimate_said_as_one() {
+        use crate::stall::TimerRange;
+        let mut st = stall("client", 40000, 92);
+        st.evidence = Evidence::Inferred;
+        st.delayer.process = None;
+        st.delayer.timer_ns = None;
+        st.delayer.timer_basis = Some(TimerBasis::Estimated);
+        st.delayer.timer_range = Some(TimerRange {
+            low_ns: 36_000_000,
+            high_ns: 47_100_000,
+        });
+        let clock = Clock::new();
+        let line = stall_line(&st, &clock);
+        assert!(
+            line.contains("timer held the ACK about 36.0-47.1 ms (estimated: the hold less the round trip this host measured; remote)"),
+            "{line}"
+        );
+        let v = stall_json(&st, &clock);
+        assert!(v["delayer"]["timer_ms"].is_null());
+        assert_eq!(v["delayer"]["timer_basis"], "estimated");
+        assert_eq!(v["delayer"]["timer_estimate_ms"]["high"], 47.1);
+        let mut s = Summary::default();
+        for _ in 0..3 {
+            s.add(&st);
+        }
+        let t = s.total.timer().unwrap();
+        assert!(t.estimated);
+        assert_eq!((t.median_ns, t.stacks().as_str()), (47_100_000, "Linux"));
+        assert_eq!(s.total.mean_timer_ns(), None, "no timer measured");
+        let text = s.text(1, 0, 0, None);
+        assert!(text.contains("delayer's timer ~47.1 ms Linux"), "{text}");
+        // A timer measured where it ran is read in its place.
+        s.add(&stall("client", 40000, 92));
+        let t = s.total.timer().unwrap();
+        assert!(!t.estimated);
+        assert_eq!(t.median_ns, 40_000_000);
+        assert_eq!(s.json(1, 0, 0, None)["total"]["timer"]["basis"], "measured");
+    }
+
+    #[test]
+    fn the_timer_read_names_the_stack_as_analyze_does() {
+        let mut s = Summary::default();
+        for timer_ms in [200, 201, 199] {
+            let mut st = stall("client", 40000, 250);
+            st.delayer.timer_ns = Some(timer_ms * 1_000_000);
+            s.add(&st);
+        }
+        let delayer = &s.processes[&(
+            Process {
+                pid: 8,
+                comm: "server".into(),
+            },
+            "delayer",
+        )];
+        assert_eq!(delayer.timer().unwrap().stacks(), "Windows/AIX");
+        let json = s.json(1, 0, 0, None);
+        assert_eq!(json["total"]["timer"]["timer"], "200ms");
+        assert!(s.text(1, 0, 0, None).contains("200.0 Windows/AIX"));
     }
 
     #[test]

@@ -1,28 +1,24 @@
 //! `--annotate OUT.pcapng`: the capture written again, every packet unchanged, with a
 //! comment on the packets of each stall and gap.
 
-use std::fs::{File, OpenOptions};
-use std::io;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use tcpstall_core::analyze::Analysis;
 use tcpstall_core::capture::annotate;
+use tcpstall_core::output::OutputFile;
 use tcpstall_core::report::annotations;
 
 use super::Sink;
 use crate::outputs::Output;
 
-/// The annotated copy. Its file is opened before the analysis, so that a path that
-/// cannot be written is said at once. An existing file is emptied only when the copy is
-/// written; one this run created is removed if the run ends without the copy.
+/// The annotated copy. Its new file is created before the analysis, so that a path that
+/// cannot be written is said at once; it replaces the target only when the copy is
+/// whole (`tcpstall_core::output`), and is removed if the run ends without it.
 pub struct Annotate {
     path: PathBuf,
-    /// Opened by [`Sink::open`].
-    file: Option<File>,
-    /// Whether the file was there before this run.
-    existed: bool,
-    /// Whether the copy was written whole.
-    written: bool,
+    /// Created by [`Sink::open`].
+    file: Option<OutputFile>,
 }
 
 impl Annotate {
@@ -30,16 +26,6 @@ impl Annotate {
         Annotate {
             path: path.to_path_buf(),
             file: None,
-            existed: false,
-            written: false,
-        }
-    }
-}
-
-impl Drop for Annotate {
-    fn drop(&mut self) {
-        if self.file.is_some() && !self.written && !self.existed {
-            let _ = std::fs::remove_file(&self.path);
         }
     }
 }
@@ -64,16 +50,9 @@ impl Sink for Annotate {
             }
         }
         // The path itself (not standard output, not a directory, not the input, not an
-        // existing capture) was checked by `outputs::check` before this.
-        let shown = self.path.display();
-        let existed = self.path.exists();
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.path)
-            .map_err(|e| format!("--annotate {shown}: {e}"))?;
-        self.existed = existed;
+        // existing capture, not a pipe or a device) was checked by `outputs::check`.
+        let file = OutputFile::create(&self.path)
+            .map_err(|e| format!("--annotate {}: {e}", self.path.display()))?;
         self.file = Some(file);
         Ok(())
     }
@@ -85,7 +64,7 @@ impl Sink for Annotate {
         capture: Option<&Path>,
     ) -> Result<(), String> {
         let shown = self.path.display().to_string();
-        let Some(file) = &self.file else {
+        let Some(mut file) = self.file.take() else {
             return Err(format!("--annotate {shown}: the file was not opened"));
         };
         // One capture was given (see `open`): only a copy of standard input that could
@@ -103,25 +82,13 @@ impl Sink for Annotate {
                 capture.display()
             )
         })?;
-        // Only a regular file is emptied first; a device or a pipe is written as it is.
-        if file.metadata().is_ok_and(|m| m.is_file()) {
-            file.set_len(0)
-                .map_err(|e| format!("--annotate {shown}: {e}"))?;
-        }
         let len = input.metadata().map(|m| m.len()).unwrap_or(0);
         let input = tcpstall_report::progress::reader(input, len, "annotating");
-        let out = io::BufWriter::with_capacity(1 << 20, file);
-        // On failure a file this run created goes again (see Drop); one that was there
-        // before is never removed.
-        let (summary, _) = annotate(input, out, &comments).map_err(|e| {
-            let incomplete = if self.existed {
-                "; what it holds is incomplete"
-            } else {
-                ""
-            };
-            format!("--annotate {shown}: {e}{incomplete}")
-        })?;
-        self.written = true;
+        // On failure the new file goes (dropped uncommitted); the target is untouched.
+        let (summary, _) = annotate(input, &mut file, &comments)
+            .map_err(|e| format!("--annotate {shown}: {e}"))?;
+        file.commit()
+            .map_err(|e| format!("--annotate {shown}: {e}"))?;
         if summary.left_out > 0 {
             eprintln!(
                 "tcpstall: warning: {shown}: {} packets on interfaces no description declared were left out; frame numbers after them differ from the report's",

@@ -4,6 +4,8 @@
 
 pub mod compress;
 pub mod pcap;
+pub mod prometheus;
+pub mod truth;
 pub mod verdicts;
 pub mod watch;
 

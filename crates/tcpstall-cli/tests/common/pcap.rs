@@ -188,7 +188,7 @@ impl Buf {
 
     /// Zero bytes up to the next multiple of 4.
     pub fn pad4(&mut self) -> &mut Self {
-        while self.bytes.len() % 4 != 0 {
+        while !self.bytes.len().is_multiple_of(4) {
             self.bytes.push(0);
         }
         self

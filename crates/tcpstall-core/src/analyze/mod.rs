@@ -118,6 +118,37 @@ impl Analysis {
         self.connections.iter().map(|c| c.time_lost).sum::<Nanos>() + self.unlisted.time_lost
     }
 
+    /// With several capture points, each point's own totals, in the order of
+    /// `input.capture_points`: a connection seen at two points is counted at each, so
+    /// the totals above count its stalls and time lost once per point. Empty with one.
+    pub fn per_capture_point(&self) -> Vec<PointTotals> {
+        if self.input.capture_points.len() < 2 {
+            return Vec::new();
+        }
+        let mut points: Vec<PointTotals> = self
+            .input
+            .capture_points
+            .iter()
+            .map(|label| PointTotals {
+                label: label.clone(),
+                ..PointTotals::default()
+            })
+            .collect();
+        for c in &self.connections {
+            let Some(point) = points
+                .iter_mut()
+                .find(|p| c.capture_point.as_deref() == Some(p.label.as_str()))
+            else {
+                continue;
+            };
+            point.connections += 1;
+            point.connections_with_stalls += u64::from(c.stall_count > 0);
+            point.stalls += c.stall_count as u64;
+            point.time_lost += c.time_lost;
+        }
+        points
+    }
+
     /// Gaps of each class over every connection: (count, total duration) by class index.
     pub fn gaps_by_class(&self) -> [(u64, Nanos); StallClass::COUNT] {
         let mut totals = self.unlisted.gaps_by_class;
@@ -126,6 +157,16 @@ impl Analysis {
         }
         totals
     }
+}
+
+/// One capture point's totals over the connections listed at it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PointTotals {
+    pub label: String,
+    pub connections: u64,
+    pub connections_with_stalls: u64,
+    pub stalls: u64,
+    pub time_lost: Nanos,
 }
 
 /// Adds the gaps of `d`, listed and counted, to `totals` (count, duration) by class index.

@@ -167,7 +167,7 @@ impl<W: Write> PcapngWriter<W> {
 /// The if_tsresol byte for `units` per second, when a time in nanoseconds converts back to
 /// those units exactly (they divide a second into whole nanoseconds).
 fn tsresol_for(units: u64) -> Option<u8> {
-    if units == 0 || NANOS_PER_SEC as u64 % units != 0 {
+    if units == 0 || !(NANOS_PER_SEC as u64).is_multiple_of(units) {
         return None;
     }
     (0..=9u8)

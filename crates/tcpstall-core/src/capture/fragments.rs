@@ -131,7 +131,8 @@ impl Fragments {
         let end = start.saturating_add(u32::try_from(fragment.declared).unwrap_or(u32::MAX));
         // RFC 791 3.2 and RFC 8200 4.5: every fragment but the last carries a multiple
         // of 8 bytes; no datagram is longer than its length field allows.
-        let well_formed = end <= MAX_DATAGRAM && (!fragment.more || fragment.declared % 8 == 0);
+        let well_formed =
+            end <= MAX_DATAGRAM && (!fragment.more || fragment.declared.is_multiple_of(8));
         if !self.pending.contains_key(&key) {
             if !well_formed {
                 return None;

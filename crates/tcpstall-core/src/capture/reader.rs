@@ -492,7 +492,7 @@ impl CaptureReader {
                         limit: MAX_BLOCK_BYTES as u64,
                     });
                 }
-                if len < MIN_BLOCK_BYTES || len % 4 != 0 {
+                if len < MIN_BLOCK_BYTES || !len.is_multiple_of(4) {
                     return Err(self.corrupt(format!(
                         "the pcapng block here claims {len} bytes; a block length is a multiple of 4, at least {MIN_BLOCK_BYTES}"
                     )));
@@ -773,7 +773,7 @@ fn section_header_len(head: &[u8]) -> Result<usize, CaptureError> {
         detail: format!("its pcapng section header has byte-order {bad}"),
     })?;
     let len = read_u32(&head[4..8], big_endian) as usize;
-    if len < MIN_SECTION_HEADER_BYTES || len % 4 != 0 || len > MAX_BLOCK_BYTES {
+    if len < MIN_SECTION_HEADER_BYTES || !len.is_multiple_of(4) || len > MAX_BLOCK_BYTES {
         return Err(CaptureError::NotACapture {
             detail: format!(
                 "its pcapng section header claims {len} bytes; it takes a multiple of 4 from {MIN_SECTION_HEADER_BYTES} to {MAX_BLOCK_BYTES}"

@@ -93,6 +93,19 @@ pub struct JsonSummary {
     pub stalls: u64,
     pub time_lost: f64,
     pub gaps_by_class: BTreeMap<&'static str, u64>,
+    /// With several capture points, each point's totals: the ones above count a
+    /// connection seen at two points once per point.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_capture_point: Vec<JsonPointTotals>,
+}
+
+#[derive(Serialize)]
+pub struct JsonPointTotals {
+    pub capture_point: String,
+    pub connections: u64,
+    pub connections_with_stalls: u64,
+    pub stalls: u64,
+    pub time_lost: f64,
 }
 
 #[derive(Serialize)]
@@ -327,6 +340,17 @@ pub fn build(analysis: &Analysis) -> JsonReport {
             stalls: analysis.total_stalls(),
             time_lost: secs(analysis.total_time_lost()),
             gaps_by_class,
+            by_capture_point: analysis
+                .per_capture_point()
+                .into_iter()
+                .map(|p| JsonPointTotals {
+                    capture_point: p.label,
+                    connections: p.connections,
+                    connections_with_stalls: p.connections_with_stalls,
+                    stalls: p.stalls,
+                    time_lost: secs(p.time_lost),
+                })
+                .collect(),
         },
         connections,
     }

@@ -6,6 +6,7 @@ use std::fmt::Write;
 use crate::analyze::Analysis;
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::diagnosis::{ConnectionDiagnosis, DirectionDiagnosis, Fix, Role};
+use crate::escape::escaped;
 use crate::report::json::speedup;
 use crate::segment::{Nanos, millis, secs};
 
@@ -35,7 +36,7 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     let _ = writeln!(
         out,
         "{}: {format}, {} packets, {} TCP segments, {:.3} s",
-        input.source,
+        escaped(&input.source),
         input.read.packets,
         input.tcp_segments,
         secs(span)
@@ -109,16 +110,36 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     let with_stalls = analysis.connections_with_stalls();
     let stalls = analysis.total_stalls() as usize;
     let lost: Nanos = analysis.total_time_lost();
-    let _ = writeln!(
-        out,
-        "{} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
-        total_connections,
-        plural(total_connections),
-        with_stalls,
-        stalls,
-        plural(stalls),
-        secs(lost)
-    );
+    let points = analysis.per_capture_point();
+    if points.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
+            total_connections,
+            plural(total_connections),
+            with_stalls,
+            stalls,
+            plural(stalls),
+            secs(lost)
+        );
+    } else {
+        // One stall seen at two points is one stall: the totals are given per point,
+        // never summed over the points.
+        let _ = writeln!(out, "at each capture point (not added up):");
+        for p in &points {
+            let _ = writeln!(
+                out,
+                "  {}: {} connection{}, {} with stalls: {} stall{}, {:.3} s lost",
+                escaped(&p.label),
+                p.connections,
+                plural(p.connections as usize),
+                p.connections_with_stalls,
+                p.stalls,
+                plural(p.stalls as usize),
+                secs(p.time_lost)
+            );
+        }
+    }
     // Many connections stalling the same way: that is the finding, before any one of them.
     if let Some(group) = super::groups::largest(analysis) {
         let _ = writeln!(out, "\n{}", group.describe(lost));
@@ -320,12 +341,13 @@ fn render_inferred(out: &mut String, c: &ConnectionDiagnosis, source: &str, numb
     };
     let _ = writeln!(
         out,
-        "  scenario inferred from the {} -> {} stalls (tcpstall simulate --from-capture {source} --connection {number}):",
+        "  scenario inferred from the {} -> {} stalls (tcpstall simulate --from-capture {} --connection {number}):",
         inferred.holder.name(),
         match inferred.holder {
             Role::Client => "server",
             Role::Server => "client",
-        }
+        },
+        escaped(source)
     );
     for v in &inferred.values {
         let _ = writeln!(out, "    {} = {}: {}", v.key, v.value, v.source);
