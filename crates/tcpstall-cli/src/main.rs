@@ -94,6 +94,7 @@ cgroup is removed. A closed standard output (`| head`) ends watching too.
 
 EXIT STATUS:
   0  watching ended (Ctrl-C, SIGTERM, --duration, or standard output closed)
+  1  the --prometheus endpoint stopped serving (its socket cannot accept any more)
   N  with -- CMD: the command's exit status (128+signal when killed)
   2  watch cannot run here, or bad usage
   127  with -- CMD: the command could not be started
@@ -104,7 +105,8 @@ EXAMPLES:
   tcpstall watch -- ./client --server db:5432      # only this command and its children
   tcpstall watch --fix nodelay -- ./client         # TCP_NODELAY on its sockets: does it help?
   tcpstall watch --fix delack-max=8 -- ./server    # the delayed-ACK timer at most 8 ms
-  tcpstall watch --prometheus 9464                 # http://127.0.0.1:9464/metrics")]
+  tcpstall watch --prometheus 9464                 # http://127.0.0.1:9464/metrics
+  tcpstall watch --prometheus 0.0.0.0:9464 --web.config.file web.yml  # https, basic auth")]
     Watch(Box<watch::WatchArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     #[command(after_help = "\

@@ -14,20 +14,23 @@ use clap::Args;
 use tcpstall_core::escape::escaped_path;
 use tcpstall_watch::cgroup::ServiceCgroup;
 use tcpstall_watch::command::{CommandCgroup, remove_stale, shell_status};
+use tcpstall_watch::endpoint::{Exporter, parse_listen_address};
 use tcpstall_watch::event::{NagleHold, WatchEvent};
 use tcpstall_watch::loader::{Fix, FixProgram, WatchConfig, Watcher};
 use tcpstall_watch::owners::SocketOwners;
 use tcpstall_watch::peers::LocalSockets;
-use tcpstall_watch::prometheus::{
-    DEFAULT_MAX_SERIES, Exporter, Metrics, ephemeral_port_start, parse_listen_address,
-};
+use tcpstall_watch::prometheus::{DEFAULT_MAX_SERIES, Metrics, ephemeral_port_start};
 use tcpstall_watch::service::ServiceNames;
 use tcpstall_watch::stall::{Stall, StallAssembler};
 use tcpstall_watch::summary::{Clock, FixOutcome, FixPhase, Summary, stall_json, stall_line};
 use tcpstall_watch::support::Host;
+use tcpstall_watch::web_config::{self, WebConfig};
 
 /// Exit status when watching cannot start (as for unusable input).
 const EXIT_CANNOT_RUN: u8 = 2;
+/// Exit status when the metrics endpoint stopped serving for good, so that a service
+/// manager restarts watch (systemd's Restart=on-failure).
+const EXIT_ENDPOINT_FAILED: u8 = 1;
 /// How long `--fix` on a running service waits, watching, before it attaches, unless
 /// `--fix-after` says: long enough for a stall rate to compare with.
 const DEFAULT_FIX_AFTER_S: f64 = 10.0;
@@ -72,10 +75,16 @@ pub struct WatchArgs {
     /// compare the stall rates before and after it [default: 10]
     #[arg(long, value_name = "SECONDS", requires = "fix")]
     fix_after: Option<f64>,
-    /// Serve metrics at http://ADDR/metrics (Prometheus text format); a bare port binds
-    /// 127.0.0.1 [default: off]
+    /// Serve metrics at http://ADDR/metrics (Prometheus text format; https with
+    /// --web.config.file) and /healthz for probes; a bare port binds 127.0.0.1
+    /// [default: off]
     #[arg(long, value_name = "ADDR")]
     prometheus: Option<String>,
+    /// With --prometheus: TLS and basic authentication for the metrics, from a file in
+    /// the format of Prometheus's exporter-toolkit (tls_server_config,
+    /// basic_auth_users), as node_exporter reads it
+    #[arg(long = "web.config.file", value_name = "FILE", requires = "prometheus")]
+    web_config_file: Option<PathBuf>,
     /// Most label sets (comm, local port, role) the metrics keep; later ones are counted
     /// as comm="other"
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_SERIES)]
@@ -225,6 +234,19 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         Some(Ok(address)) => Some(address),
         None => None,
     };
+    let web_config = match args.web_config_file.as_deref().map(web_config::load) {
+        Some(Err(e)) => {
+            eprintln!("tcpstall watch: --web.config.file {e}");
+            return ExitCode::from(EXIT_CANNOT_RUN);
+        }
+        Some(Ok(config)) => config,
+        None => WebConfig::default(),
+    };
+    if web_config.tls.is_none() && !web_config.users.is_empty() {
+        eprintln!(
+            "tcpstall watch: warning: --web.config.file has basic_auth_users but no tls_server_config: passwords cross the network in clear"
+        );
+    }
     // From here on a signal ends watching with its summary and cleanup; one that comes
     // while the programs load is acted on once they run.
     if let Err(e) = stop_signals::catch() {
@@ -336,11 +358,19 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         args.max_series,
         ephemeral_port_start(),
     )));
-    let _exporter = match listen {
-        Some(address) => match Exporter::start(address, Arc::clone(&metrics)) {
+    let watch_programs = watcher.programs();
+    let programs_attached = |fix_program: &Option<(Fix, FixProgram)>| {
+        watch_programs + usize::from(fix_program.is_some())
+    };
+    if let Ok(mut m) = metrics.lock() {
+        m.set_programs_attached(programs_attached(&fix_program));
+    }
+    let exporter = match listen {
+        Some(address) => match Exporter::start(address, Arc::clone(&metrics), web_config) {
             Ok(exporter) => {
                 eprintln!(
-                    "tcpstall watch: metrics at http://{}/metrics",
+                    "tcpstall watch: metrics at {}://{}/metrics",
+                    if exporter.https { "https" } else { "http" },
                     exporter.address
                 );
                 Some(exporter)
@@ -508,10 +538,23 @@ pub fn run(args: &WatchArgs) -> ExitCode {
         }
         if let Ok(mut m) = metrics.lock() {
             m.set_events_lost(watcher.lost_events());
+            m.set_programs_attached(programs_attached(&fix_program));
             if let Some(trial) = &trial {
                 let (before, after) = trial.phases(Clock::monotonic_now_ns());
                 let sockets = fix_program.as_ref().map_or(0, |(_, p)| p.counts().0);
                 m.set_fix(&trial.name, before, after, sockets);
+            }
+        }
+        if let Some(exporter) = &exporter {
+            exporter.heartbeat();
+            if let Some(e) = exporter.failure() {
+                eprintln!("tcpstall watch: --prometheus: the metrics endpoint stopped: {e}");
+                exit_status = Some(EXIT_ENDPOINT_FAILED);
+                if let Some(child) = &child {
+                    send(child.id(), libc::SIGTERM);
+                    stopping = Some(Instant::now());
+                }
+                break;
             }
         }
         output_closed |= stdout_closed();

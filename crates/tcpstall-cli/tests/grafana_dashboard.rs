@@ -25,12 +25,8 @@ const RULES: &str = concat!(
 );
 
 /// Metrics the dashboard shows that `watch` does not serve yet: a query on one of them
-/// may come back empty. Empty this list once watch serves them all.
-const METRICS_NOT_SERVED_YET: &[&str] = &[
-    "tcpstall_build_info",
-    "tcpstall_scrape_errors_total",
-    "tcpstall_programs_attached",
-];
+/// may come back empty. Empty now that watch serves them all.
+const METRICS_NOT_SERVED_YET: &[&str] = &[];
 
 /// Grafana's own variables, as the test's Prometheus can answer them: a rate's window of
 /// several 1 s scrapes, and a range longer than the run.
@@ -186,6 +182,22 @@ fn every_panel_returns_data_from_a_real_prometheus() {
         slow >= 30,
         "the workload did not stall again: {slow} slow round trips"
     );
+
+    // A request that is not HTTP: tcpstall_scrape_errors_total has a series (one per
+    // reason seen) for the scrape errors panel.
+    {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", metrics_port))
+            .expect("connect to watch's metrics port");
+        conn.write_all(b"\x16\x03\x01 not http\r\n\r\n")
+            .expect("send a request that is not HTTP");
+        let mut answer = Vec::new();
+        let _ = conn.read_to_end(&mut answer);
+        assert!(
+            String::from_utf8_lossy(&answer).contains(" 400 "),
+            "not answered 400"
+        );
+    }
 
     // Each query, until it returns data (a rate needs two scrapes after the series
     // appeared): those on metrics watch does not serve yet may stay empty.

@@ -1,9 +1,10 @@
 //! A real Prometheus server (Debian's `prometheus` package; .ci/run installs it) scrapes
 //! `tcpstall watch --prometheus` while a two-writes workload stalls, and its HTTP API
 //! must return the stall counter (each stall once, though both ends are watched, each
-//! labelled with its service) and the Nagle holds counter. Ignored by default (it needs
-//! the `prometheus` binary and root); .ci/run runs it, and without root or BTF it then
-//! says what it skipped.
+//! labelled with its service) and the Nagle holds counter: over HTTP, and over HTTPS
+//! with basic authentication from `--web.config.file`, as Prometheus scrapes
+//! node_exporter. Ignored by default (it needs the `prometheus` binary and root); .ci/run
+//! runs it, and without root or BTF it then says what it skipped.
 
 mod common;
 
@@ -21,12 +22,68 @@ fn prometheus_scrapes_the_stall_counter() {
     let Some(()) = can_watch("the Prometheus integration test") else {
         return;
     };
+    let dir = TempDir::new("watch_prometheus", "scrape");
+    scrape_the_stall_counter(&dir, &[], "");
+}
+
+#[test]
+#[ignore = "needs prometheus (apt-get install prometheus) and root; .ci/run runs it"]
+fn prometheus_scrapes_over_https_with_basic_auth() {
+    let Some(()) = can_watch("the Prometheus HTTPS test") else {
+        return;
+    };
+    let dir = TempDir::new("watch_prometheus", "https");
+    write_certificates(&dir.0);
+    let hash = bcrypt::hash("scrape-secret", 4).expect("bcrypt");
+    // node_exporter's web config file, and the scrape_config that goes with it.
+    let web_config = dir.write(
+        "web.yml",
+        format!(
+            "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prometheus: '{hash}'\n"
+        )
+        .as_bytes(),
+    );
+    let scrape_config = format!(
+        "    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n",
+        dir.0.join("ca.pem").display()
+    );
+    scrape_the_stall_counter(
+        &dir,
+        &["--web.config.file".into(), web_config.display().to_string()],
+        &scrape_config,
+    );
+}
+
+/// A throwaway CA (ca.pem) and a certificate for 127.0.0.1 signed by it (cert.pem,
+/// key.pem).
+fn write_certificates(dir: &std::path::Path) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().expect("a key")).expect("CA");
+    let key = KeyPair::generate().expect("a key");
+    let certificate = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("certificate parameters")
+        .signed_by(&key, &ca)
+        .expect("certificate");
+    for (name, text) in [
+        ("ca.pem", ca.pem()),
+        ("cert.pem", certificate.pem()),
+        ("key.pem", key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(name), text).expect("write a certificate");
+    }
+}
+
+/// Runs watch (with `watch_args`) and Prometheus scraping it (the scrape config's
+/// `scrape_config` lines added to its job), a stalling workload, and checks what
+/// Prometheus recorded.
+fn scrape_the_stall_counter(dir: &TempDir, watch_args: &[String], scrape_config: &str) {
     // Ignored by default; run with --include-ignored, a missing Prometheus fails it.
     assert!(
         Command::new("prometheus").arg("--version").output().is_ok(),
         "`prometheus` not installed (apt-get install prometheus)"
     );
-    let dir = TempDir::new("watch_prometheus", "scrape");
     let (metrics_port, prometheus_port, echo_port) = (free_port(), free_port(), free_port());
 
     // watch, filtered on the workload's port, serving metrics.
@@ -35,21 +92,23 @@ fn prometheus_scrapes_the_stall_counter() {
             .args(["watch", "--json", "--duration", "60"])
             .args(["--port", &echo_port.to_string()])
             .args(["--prometheus", &metrics_port.to_string()])
+            .args(watch_args)
             .stdout(Stdio::null())
             .spawn()
             .expect("start tcpstall watch"),
     );
-    // Not a measure: a busy host loads the programs slowly.
+    // Listening once the programs are attached; not a measure: a busy host loads the
+    // programs slowly.
     wait_for(Duration::from_secs(60), || {
-        http_get(metrics_port, "/metrics")
+        std::net::TcpStream::connect(("127.0.0.1", metrics_port)).ok()
     })
-    .expect("watch serves /metrics");
+    .expect("watch listens for scrapes");
 
     let config = dir.0.join("prometheus.yml");
     std::fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tcpstall\n    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tcpstall\n{scrape_config}    static_configs:\n      - targets: ['127.0.0.1:{metrics_port}']\n"
         ),
     )
     .expect("write prometheus.yml");

@@ -10,12 +10,17 @@
 //! - [`service`]: names a process's service (systemd unit or container) from its cgroup;
 //! - [`peers`]: finds the socket at the other end of a connection on this host;
 //! - [`summary`]: totals per process and per connection, as text or JSON;
-//! - [`prometheus`]: the metrics endpoint;
+//! - [`prometheus`]: the metrics and their text format;
+//! - [`web_config`]: the endpoint's TLS and basic-auth file (Prometheus exporter-toolkit's);
+//! - [`basic_auth`]: checks a request's basic-auth credentials;
+//! - [`endpoint`]: the HTTP(S) endpoint serving the metrics, bounded against its peers;
 //! - [`command`]: runs a command in a cgroup of its own;
 //! - [`cgroup`]: opens a running service's cgroup (`--cgroup`, `--unit`).
 
+pub mod basic_auth;
 pub mod cgroup;
 pub mod command;
+pub mod endpoint;
 pub mod event;
 pub mod loader;
 pub mod objects;
@@ -26,3 +31,4 @@ pub mod service;
 pub mod stall;
 pub mod summary;
 pub mod support;
+pub mod web_config;

@@ -103,6 +103,11 @@ impl Watcher {
         Ok(Watcher { ebpf, events })
     }
 
+    /// How many programs are attached.
+    pub fn programs(&self) -> usize {
+        WATCH_PROGRAMS.len()
+    }
+
     /// Waits up to `timeout` for events, then hands every one available to `sink`.
     /// Records that cannot be decoded are counted, not fatal.
     pub fn poll(

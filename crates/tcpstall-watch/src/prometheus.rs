@@ -1,5 +1,6 @@
-//! The metrics endpoint: `GET /metrics` in the Prometheus text exposition format
-//! (version 0.0.4), every name starting with `tcpstall_`.
+//! The metrics: their counters and the Prometheus text exposition format (version
+//! 0.0.4) of `GET /metrics`, every name starting with `tcpstall_`. The HTTP endpoint
+//! serving them is [`crate::endpoint`].
 //!
 //! Labels are `comm`, `local_port`, `role` (holder or delayer) and, when the process's
 //! cgroup names it, `service` (a systemd unit or `RUNTIME:ID12` for a container, see
@@ -12,9 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
 use crate::event::NagleHold;
 use crate::service::Service;
@@ -54,6 +53,75 @@ pub struct Metrics {
     ephemeral_from: u16,
     events_lost: u64,
     fix: Option<FixState>,
+    /// eBPF programs attached now (the watch programs, and the sockops fix).
+    programs_attached: usize,
+    scrape_errors: Arc<ScrapeErrors>,
+}
+
+/// Why a connection to the endpoint was not served, counted as
+/// `tcpstall_scrape_errors_total{reason}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ScrapeError {
+    /// accept(2) failed: the process's open files (EMFILE).
+    AcceptEmfile,
+    /// accept(2) failed: the system's open files (ENFILE).
+    AcceptEnfile,
+    /// accept(2) failed: socket buffers or memory (ENOBUFS, ENOMEM).
+    AcceptNoMemory,
+    /// accept(2) failed otherwise (a connection reset before it was accepted, ...).
+    AcceptOther,
+    /// A connection past the cap, closed at once.
+    TooManyConnections,
+    /// A request head, or a TLS handshake, not received in time; a response not taken
+    /// in time.
+    Timeout,
+    /// A request head larger than the endpoint reads (answered 431).
+    HeaderTooLarge,
+    /// A request that is not HTTP/1 (answered 400).
+    BadRequest,
+    /// A TLS handshake that failed.
+    TlsHandshake,
+    /// A request without the right basic-auth credentials (answered 401).
+    Unauthorized,
+}
+
+impl ScrapeError {
+    /// The `reason` label.
+    pub fn reason(self) -> &'static str {
+        match self {
+            ScrapeError::AcceptEmfile => "accept_emfile",
+            ScrapeError::AcceptEnfile => "accept_enfile",
+            ScrapeError::AcceptNoMemory => "accept_nomem",
+            ScrapeError::AcceptOther => "accept_other",
+            ScrapeError::TooManyConnections => "too_many_connections",
+            ScrapeError::Timeout => "timeout",
+            ScrapeError::HeaderTooLarge => "header_too_large",
+            ScrapeError::BadRequest => "bad_request",
+            ScrapeError::TlsHandshake => "tls_handshake",
+            ScrapeError::Unauthorized => "unauthorized",
+        }
+    }
+}
+
+/// The endpoint's errors by reason, counted from its own thread.
+#[derive(Debug, Default)]
+pub struct ScrapeErrors {
+    counts: Mutex<BTreeMap<ScrapeError, u64>>,
+}
+
+impl ScrapeErrors {
+    pub fn count(&self, error: ScrapeError) {
+        if let Ok(mut counts) = self.counts.lock() {
+            *counts.entry(error).or_default() += 1;
+        }
+    }
+
+    /// How many of `error` were counted.
+    pub fn get(&self, error: ScrapeError) -> u64 {
+        self.counts
+            .lock()
+            .map_or(0, |c| c.get(&error).copied().unwrap_or(0))
+    }
 }
 
 /// A fix tried on a running service: its stalls before and after it was attached.
@@ -83,7 +151,18 @@ impl Metrics {
             ephemeral_from,
             events_lost: 0,
             fix: None,
+            programs_attached: 0,
+            scrape_errors: Arc::default(),
         }
+    }
+
+    /// The endpoint's error counters, shared with it.
+    pub fn scrape_errors(&self) -> Arc<ScrapeErrors> {
+        Arc::clone(&self.scrape_errors)
+    }
+
+    pub fn set_programs_attached(&mut self, programs: usize) {
+        self.programs_attached = programs;
     }
 
     fn port_label(&self, port: u16) -> String {
@@ -242,6 +321,27 @@ impl Metrics {
         out.push_str("# HELP tcpstall_events_lost_total Kernel events dropped because the ring buffer was full.\n");
         out.push_str("# TYPE tcpstall_events_lost_total counter\n");
         let _ = writeln!(out, "tcpstall_events_lost_total {}", self.events_lost);
+        out.push_str("# HELP tcpstall_build_info The tcpstall version serving these metrics.\n");
+        out.push_str("# TYPE tcpstall_build_info gauge\n");
+        let _ = writeln!(
+            out,
+            "tcpstall_build_info{{version=\"{}\"}} 1",
+            escape(env!("CARGO_PKG_VERSION"))
+        );
+        out.push_str("# HELP tcpstall_programs_attached eBPF programs attached now.\n");
+        out.push_str("# TYPE tcpstall_programs_attached gauge\n");
+        let _ = writeln!(out, "tcpstall_programs_attached {}", self.programs_attached);
+        out.push_str("# HELP tcpstall_scrape_errors_total Connections to this endpoint not served, by reason.\n");
+        out.push_str("# TYPE tcpstall_scrape_errors_total counter\n");
+        if let Ok(counts) = self.scrape_errors.counts.lock() {
+            for (error, n) in counts.iter() {
+                let _ = writeln!(
+                    out,
+                    "tcpstall_scrape_errors_total{{reason=\"{}\"}} {n}",
+                    error.reason()
+                );
+            }
+        }
         if let Some(fix) = &self.fix {
             let name = escape(&fix.name);
             let phases: Vec<(&str, &FixPhase)> = std::iter::once(("before", &fix.before))
@@ -298,70 +398,10 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Reads `--prometheus ADDR`: a bare port binds 127.0.0.1.
-pub fn parse_listen_address(text: &str) -> Result<SocketAddr, String> {
-    if let Ok(port) = text.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    text.to_socket_addrs()
-        .ok()
-        .and_then(|mut addrs| addrs.next())
-        .ok_or_else(|| format!("{text:?} is neither a port nor an address:port"))
-}
-
-/// The HTTP endpoint, serving until dropped.
-pub struct Exporter {
-    server: Arc<tiny_http::Server>,
-    thread: Option<JoinHandle<()>>,
-    pub address: SocketAddr,
-}
-
-impl Exporter {
-    pub fn start(address: SocketAddr, metrics: Arc<Mutex<Metrics>>) -> Result<Exporter, String> {
-        let server = tiny_http::Server::http(address).map_err(|e| format!("{address}: {e}"))?;
-        let address = server.server_addr().to_ip().unwrap_or(address);
-        let server = Arc::new(server);
-        let serving = Arc::clone(&server);
-        let thread = std::thread::spawn(move || {
-            for request in serving.incoming_requests() {
-                let response = if request.url() == "/metrics" {
-                    let body = metrics.lock().map(|m| m.render()).unwrap_or_default();
-                    tiny_http::Response::from_string(body).with_header(
-                        tiny_http::Header::from_bytes(
-                            &b"Content-Type"[..],
-                            &b"text/plain; version=0.0.4; charset=utf-8"[..],
-                        )
-                        .expect("a valid header"),
-                    )
-                } else {
-                    tiny_http::Response::from_string("tcpstall watch: metrics are at /metrics\n")
-                        .with_status_code(404)
-                };
-                let _ = request.respond(response);
-            }
-        });
-        Ok(Exporter {
-            server,
-            thread: Some(thread),
-            address,
-        })
-    }
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::summary::tests::stall;
-    use std::io::{Read, Write};
 
     #[test]
     fn counts_holder_and_delayer_with_bounded_ports() {
@@ -480,34 +520,31 @@ mod tests {
     }
 
     #[test]
+    fn health_series_are_always_there() {
+        let mut m = Metrics::new(10, 32768);
+        let text = m.render();
+        assert!(text.contains("tcpstall_events_lost_total 0\n"));
+        assert!(text.contains(&format!(
+            "tcpstall_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        )));
+        assert!(text.contains("tcpstall_programs_attached 0\n"));
+        assert!(text.contains("# TYPE tcpstall_scrape_errors_total counter\n"));
+        assert!(!text.contains("tcpstall_scrape_errors_total{"));
+        m.set_programs_attached(5);
+        let errors = m.scrape_errors();
+        errors.count(ScrapeError::TooManyConnections);
+        errors.count(ScrapeError::TooManyConnections);
+        errors.count(ScrapeError::AcceptEmfile);
+        let text = m.render();
+        assert!(text.contains("tcpstall_programs_attached 5\n"));
+        assert!(text.contains("tcpstall_scrape_errors_total{reason=\"too_many_connections\"} 2\n"));
+        assert!(text.contains("tcpstall_scrape_errors_total{reason=\"accept_emfile\"} 1\n"));
+        assert!(!text.contains("reason=\"timeout\""));
+    }
+
+    #[test]
     fn escapes_label_values() {
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
-    }
-
-    #[test]
-    fn listen_addresses() {
-        assert_eq!(
-            parse_listen_address("9464").unwrap(),
-            "127.0.0.1:9464".parse().unwrap()
-        );
-        assert_eq!(
-            parse_listen_address("0.0.0.0:9464").unwrap(),
-            "0.0.0.0:9464".parse().unwrap()
-        );
-        assert!(parse_listen_address("nonsense").is_err());
-    }
-
-    #[test]
-    fn serves_metrics_over_http() {
-        let metrics = Arc::new(Mutex::new(Metrics::new(10, 32768)));
-        metrics.lock().unwrap().record(&stall("client", 40000, 41));
-        let exporter = Exporter::start("127.0.0.1:0".parse().unwrap(), metrics).unwrap();
-        let mut conn = std::net::TcpStream::connect(exporter.address).unwrap();
-        conn.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut body = String::new();
-        conn.read_to_string(&mut body).unwrap();
-        assert!(body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"));
-        assert!(body.contains("text/plain; version=0.0.4"));
-        assert!(body.contains("tcpstall_stalls_total{comm=\"client\""));
     }
 }
