@@ -32,7 +32,8 @@ pub const SIMULATED_FIXES: usize = 20;
 #[derive(Args)]
 pub struct AnalyzeArgs {
     /// Capture files (pcap or pcapng, plain or gzip- or zstd-compressed) or directories
-    /// of them, read as one capture merged in time order; or - for standard input.
+    /// of them (the files that start as a capture does), read as one capture merged in
+    /// time order; or - for standard input.
     /// Packets two files hold alike (same time, same bytes) are read once; files that saw
     /// the same connections at different capture points are analysed one point at a time
     #[arg(required = true, value_name = "CAPTURE")]
@@ -41,6 +42,10 @@ pub struct AnalyzeArgs {
     /// in a warning and the other files are read)
     #[arg(long)]
     stop_on_file_error: bool,
+    /// Read several files as one capture even when they are not one trace (files that
+    /// share no host address and whose packets are more than a day apart are refused)
+    #[arg(long)]
+    join: bool,
     /// Print the JSON report (schema version 3, see docs/json-schema.md)
     #[arg(long)]
     json: bool,
@@ -277,8 +282,8 @@ fn read(
 
 /// Several files, or directories of them, read as one capture under one progress bar.
 fn analyze_several(args: &AnalyzeArgs, options: &AnalyzeOptions) -> Result<Analysis, AnalyzeError> {
-    let paths = expand_paths(&args.captures)?;
-    let total: u64 = paths
+    let total: u64 = expand_paths(&args.captures)?
+        .files
         .iter()
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
@@ -295,8 +300,9 @@ fn analyze_several(args: &AnalyzeArgs, options: &AnalyzeOptions) -> Result<Analy
             OnFileError::Continue
         },
         progress,
+        join: args.join,
     };
-    let result = analyze_files(&paths, options, &files);
+    let result = analyze_files(&args.captures, options, &files);
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -340,3 +340,98 @@ fn one_file_given_twice_is_read_once() {
         once["summary"]["gaps_by_class"]
     );
 }
+
+/// The shipped records `years` later, and with `first_octet` as the first octet of
+/// both IPv4 addresses (127) when given: other hosts. The analyzer reads no checksum.
+fn moved(years: u32, first_octet: Option<u8>) -> Vec<Record> {
+    const IP_AT: usize = 14;
+    original_records()
+        .iter()
+        .cloned()
+        .map(|mut r| {
+            r.sec += years * 365 * 86_400;
+            if let Some(octet) = first_octet {
+                assert_eq!(ether_type(&r.frame), 0x0800, "an IPv4 frame");
+                r.frame[IP_AT + 12] = octet;
+                r.frame[IP_AT + 16] = octet;
+            }
+            r
+        })
+        .collect()
+}
+
+#[test]
+fn a_directory_reads_its_captures_by_their_first_bytes_and_skips_the_rest() {
+    let dir = TempDir::new("many-files", "by-magic");
+    // A ring named as no capture is, and two files that are not captures at all.
+    for (i, bytes) in pcap_files(&ring(3)).iter().enumerate() {
+        dir.write(&format!("part-{i}.bin"), bytes);
+    }
+    dir.write("notes.txt", b"captured on eth0\n");
+    dir.write("run.pcap", b"#!/bin/sh\ntcpdump -w run.pcap\n");
+    let out = analyze_paths(std::slice::from_ref(&dir.0), &[]);
+    let report = parse_report(&out, "by magic");
+    assert_eq!(
+        report["connections"][0]["stalls"].as_array().map(Vec::len),
+        Some(STALLS)
+    );
+    assert_eq!(report["input"]["files"].as_array().map(Vec::len), Some(3));
+    let stderr = text(&out.stderr);
+    let skipped: Vec<&str> = stderr.lines().filter(|l| l.contains("not read")).collect();
+    assert_eq!(
+        skipped.len(),
+        1,
+        "one warning for the skipped files:\n{stderr}"
+    );
+    assert!(skipped[0].contains("2 files"), "{}", skipped[0]);
+    assert!(!stderr.contains("not a capture"), "{stderr}");
+}
+
+#[test]
+fn a_directory_of_no_capture_at_all_is_refused() {
+    let dir = TempDir::new("many-files", "no-capture");
+    dir.write("a.pcap", b"not one\n");
+    dir.write("b.txt", b"nor this\n");
+    let out = analyze_paths(std::slice::from_ref(&dir.0), &[]);
+    check_refused(&out, "no capture", &["none of whose 2 files"]);
+}
+
+#[test]
+fn captures_of_other_hosts_years_apart_are_refused_unless_joined() {
+    let dir = TempDir::new("many-files", "not-one-trace");
+    let files = [
+        pcap(LINK_ETHERNET, original_records()),
+        pcap(LINK_ETHERNET, &moved(3, Some(198))),
+    ];
+    let paths = write_all(&dir, &["old.pcap", "new.pcap"], &files);
+    for given in [paths.clone(), vec![dir.0.clone()]] {
+        let out = analyze_paths(&given, &[]);
+        check_refused(
+            &out,
+            "not one trace",
+            &["old.pcap and", "new.pcap", "3.0 years apart", "--join"],
+        );
+    }
+    let out = analyze_paths(std::slice::from_ref(&dir.0), &["--join"]);
+    let report = parse_report(&out, "joined");
+    let connections = report["connections"].as_array().unwrap();
+    assert_eq!(connections.len(), 2, "{}", report["summary"]);
+    for connection in connections {
+        assert_eq!(connection["stalls"].as_array().unwrap().len(), STALLS);
+    }
+}
+
+#[test]
+fn captures_of_the_same_hosts_years_apart_are_one_trace() {
+    // The same two hosts captured again later (another file of one ring, or the same
+    // service a long time after): joined without being asked.
+    // (The shipped capture is on loopback, which every machine has: no host in common.)
+    let dir = TempDir::new("many-files", "same-hosts");
+    let files = [
+        pcap(LINK_ETHERNET, &moved(0, Some(10))),
+        pcap(LINK_ETHERNET, &moved(3, Some(10))),
+    ];
+    let paths = write_all(&dir, &["old.pcap", "new.pcap"], &files);
+    let report = parse_report(&analyze_paths(&paths, &[]), "same hosts");
+    assert_eq!(report["connections"].as_array().map(Vec::len), Some(2));
+}

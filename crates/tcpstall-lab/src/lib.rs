@@ -17,6 +17,7 @@
 //! - [`capture`]: AF_PACKET capture of the lab's own packets at the client, the server
 //!   or the middle of the delay line, written as pcap.
 //! - [`measure`]: latency percentiles, throughput, and which transactions stalled.
+//! - [`held`]: whether a delayed ACK held a round trip, from captures at both ends.
 //! - [`compare`]: the analyzer against the measurements, the simulator against the lab.
 //! - [`suites`]: the published cases (seed 002's table, seed 000's bulk blocks, the
 //!   closed-loop matrix, the delay line's accuracy, seeds 003 and 004 at 20 and 100 ms,
@@ -26,6 +27,7 @@ pub mod capture;
 pub mod compare;
 pub mod delayline;
 pub mod exchange;
+pub mod held;
 pub mod lab;
 pub mod measure;
 pub mod net;

@@ -12,8 +12,9 @@ use crate::Result;
 use crate::capture::Point;
 use crate::compare::{Confusion, SimComparison, compare_with_simulator};
 use crate::delayline::{Lateness, Variation};
+use crate::held::ack_waits_ms;
 use crate::lab::{Lab, LabRun, RunOptions, analyzer_stalled, diagnose};
-use crate::measure::{LatencySummary, Timed, judge_round_trips};
+use crate::measure::{LatencySummary, SLOW_MARGIN, Timed, judge_round_trips};
 use crate::programs::{Java, Program, ProgramRun};
 
 /// One row of a side-by-side table: a scenario, the lab's run, the simulator's view.
@@ -412,8 +413,9 @@ pub struct VaryingPath {
 /// A LAN-like path (1 ms, a switch's queues adding up to 30%) and a WAN-like one (30 ms
 /// across a region, up to 20%): round trips of 1 to 1.3 ms and 30 to 36 ms. On both, a
 /// round trip no timer held (at most 2 x 1.3 or 2 x 36 ms) and one a delayed-ACK timer
-/// held (at least 2 x 1 or 2 x 30 ms + 40 ms) stay apart by the programs' timings alone
-/// ([`crate::measure::judge_round_trips`]).
+/// held (at least 2 x 1 or 2 x 30 ms + 40 ms) stay apart by the programs' timings
+/// ([`crate::measure::judge_round_trips`]); a slow one counts as held only when the
+/// captures show a pure ACK on its chain held for a timer ([`crate::held`]).
 pub const VARYING_PATHS: [VaryingPath; 2] = [
     VaryingPath {
         name: "LAN",
@@ -501,6 +503,27 @@ impl VaryingRow {
     }
 }
 
+/// Per round trip of a run: whether the captures at the client's and the server's ends
+/// show a pure ACK on its chain held at least [`SLOW_MARGIN`], a delayed-ACK timer
+/// ([`crate::held`]).
+fn held_by_ack(run: &ProgramRun) -> Vec<bool> {
+    let capture = |point: Point| {
+        run.captures
+            .iter()
+            .find(|(p, _)| *p == point)
+            .map_or(&[][..], |(_, packets)| packets.as_slice())
+    };
+    let least = SLOW_MARGIN.as_secs_f64() * 1e3;
+    ack_waits_ms(
+        &run.round_trips,
+        capture(Point::Client),
+        capture(Point::Server),
+    )
+    .into_iter()
+    .map(|wait| wait.is_some_and(|w| w >= least))
+    .collect()
+}
+
 /// The programs over each path with its varying delay, captured at all three points,
 /// each capture diagnosed and held against the programs' own timings. `variation`
 /// replaces each path's own; `seed` seeds the line's queues (each run starts from it).
@@ -539,7 +562,15 @@ pub fn varying(
                         (l.stats.take_waits(), l.stats.take_lateness())
                     });
                 let latencies: Vec<Duration> = run.round_trips.iter().map(|t| t.latency).collect();
-                let timed = judge_round_trips(&latencies, rtt, rtt.mul_f64(1.0 + path.variation));
+                let mut timed =
+                    judge_round_trips(&latencies, rtt, rtt.mul_f64(1.0 + path.variation));
+                // Slow only when the captures show why: a pure ACK on its chain held for
+                // a timer. Without one, a program was late (a JVM pausing): neither.
+                for (t, held) in timed.iter_mut().zip(held_by_ack(&run)) {
+                    if *t == Timed::Slow && !held {
+                        *t = Timed::Between;
+                    }
+                }
                 let late = lateness.max_us > LATE_LIMIT.as_secs_f64() * 1e6;
                 // The first round trip is not judged unless fast: a new connection's
                 // receiver ACKs at once (quick-ACK mode), so no delayed ACK holds it, and a

@@ -8,105 +8,16 @@
 //! (`periodic`, `stream`): a transaction is one message (or block), from its write until
 //! the server application has read all of it; the server only acknowledges.
 
-use std::collections::VecDeque;
-
-use tcpstall_core::segment::Nanos;
 use tcpstall_core::side::Side;
 
 use crate::endpoint::Output;
-use crate::engine::{CLIENT, Event, SERVER, Simulation, Transaction, secs};
-use crate::scenario::Scenario;
+use crate::engine::{CLIENT, Event, SERVER, Shape, Simulation, Transaction, secs};
 use crate::truth::{WriteCause, WriteRecord};
 
 /// Reads a reader without a size limit takes in one call: all that is there.
 const READ_ALL: u64 = u64::MAX;
 /// Read calls one wake-up makes at most (a reader of one byte at a time is bounded).
 const MAX_READS_PER_WAKEUP: u32 = 100_000;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Shape {
-    RequestResponse,
-    /// The client writes a message every period on its own clock.
-    Periodic {
-        period: Nanos,
-    },
-    /// The client writes every block at once; the server reads as it can.
-    Stream,
-    /// Both sides write what their scripts say when they say it; a transaction is one
-    /// client write, until the server application has read it.
-    Script,
-    /// Both sides write a message at once (the server as it accepts), and each its next
-    /// after reading the other's: neither waits for the other to finish.
-    TwoWay,
-}
-
-pub(crate) struct Apps {
-    shape: Shape,
-    request: Vec<u32>,
-    response: Vec<u32>,
-    request_bytes: u64,
-    response_bytes: u64,
-    pub transactions: u32,
-    depth: u32,
-    issued: u32,
-    pub completed: u32,
-    starts: Vec<Nanos>,
-    client_received: u64,
-    server_received: u64,
-    /// Complete requests the server has not answered yet: when each arrived.
-    server_backlog: VecDeque<Nanos>,
-    server_answering: bool,
-    client_waiting_think: bool,
-    /// When the response the client last completed arrived.
-    client_trigger: Nanos,
-    closed: bool,
-    /// For `script`: where each client write ends in the byte stream.
-    script_ends: Vec<u64>,
-    /// For `two-way`: messages the server has written.
-    server_written: u32,
-}
-
-impl Apps {
-    pub fn new(scenario: &Scenario) -> Apps {
-        let shape = match scenario.pattern.as_str() {
-            "periodic" => Shape::Periodic {
-                period: scenario.period.max(1),
-            },
-            "stream" => Shape::Stream,
-            "script" => Shape::Script,
-            "two-way" => Shape::TwoWay,
-            _ => Shape::RequestResponse,
-        };
-        Apps {
-            shape,
-            request: scenario.request.clone(),
-            response: scenario.response.clone(),
-            request_bytes: scenario.request.iter().map(|&b| u64::from(b)).sum(),
-            response_bytes: scenario.response.iter().map(|&b| u64::from(b)).sum(),
-            transactions: scenario.transactions,
-            depth: scenario.depth,
-            issued: 0,
-            completed: 0,
-            starts: Vec::new(),
-            client_received: 0,
-            server_received: 0,
-            server_backlog: VecDeque::new(),
-            server_answering: false,
-            client_waiting_think: false,
-            client_trigger: 0,
-            closed: false,
-            script_ends: scenario
-                .client_script
-                .iter()
-                .scan(0u64, |end, &(_, bytes)| {
-                    *end += u64::from(bytes);
-                    Some(*end)
-                })
-                .collect(),
-            server_written: 0,
-        }
-    }
-}
 
 impl Simulation<'_> {
     /// The connection is open: the client starts.

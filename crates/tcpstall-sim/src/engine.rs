@@ -4,7 +4,7 @@
 
 use std::cell::RefCell;
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::rc::Rc;
 
 use serde::Serialize;
@@ -12,7 +12,6 @@ use serde::Serialize;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos, Segment};
 use tcpstall_core::side::{PerSide, Side};
 
-use crate::apps::Apps;
 use crate::capture::{self, CaptureRecords, Captured};
 use crate::endpoint::{Endpoint, HoldReason, Output, WireSegment};
 use crate::link::{FRAME_OVERHEAD, Link, Rng};
@@ -146,6 +145,93 @@ pub(crate) fn side_name(side: Side) -> &'static str {
 
 pub(crate) fn secs(n: Nanos) -> f64 {
     n as f64 / 1e9
+}
+
+/// What the applications do: see `apps`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shape {
+    RequestResponse,
+    /// The client writes a message every period on its own clock.
+    Periodic {
+        period: Nanos,
+    },
+    /// The client writes every block at once; the server reads as it can.
+    Stream,
+    /// Both sides write what their scripts say when they say it; a transaction is one
+    /// client write, until the server application has read it.
+    Script,
+    /// Both sides write a message at once (the server as it accepts), and each its next
+    /// after reading the other's: neither waits for the other to finish.
+    TwoWay,
+}
+
+/// The applications' state on both ends; how they act is `apps`' part of [`Simulation`].
+pub(crate) struct Apps {
+    pub shape: Shape,
+    pub request: Vec<u32>,
+    pub response: Vec<u32>,
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    pub transactions: u32,
+    pub depth: u32,
+    pub issued: u32,
+    pub completed: u32,
+    pub starts: Vec<Nanos>,
+    pub client_received: u64,
+    pub server_received: u64,
+    /// Complete requests the server has not answered yet: when each arrived.
+    pub server_backlog: VecDeque<Nanos>,
+    pub server_answering: bool,
+    pub client_waiting_think: bool,
+    /// When the response the client last completed arrived.
+    pub client_trigger: Nanos,
+    pub closed: bool,
+    /// For `script`: where each client write ends in the byte stream.
+    pub script_ends: Vec<u64>,
+    /// For `two-way`: messages the server has written.
+    pub server_written: u32,
+}
+
+impl Apps {
+    pub fn new(scenario: &Scenario) -> Apps {
+        let shape = match scenario.pattern.as_str() {
+            "periodic" => Shape::Periodic {
+                period: scenario.period.max(1),
+            },
+            "stream" => Shape::Stream,
+            "script" => Shape::Script,
+            "two-way" => Shape::TwoWay,
+            _ => Shape::RequestResponse,
+        };
+        Apps {
+            shape,
+            request: scenario.request.clone(),
+            response: scenario.response.clone(),
+            request_bytes: scenario.request.iter().map(|&b| u64::from(b)).sum(),
+            response_bytes: scenario.response.iter().map(|&b| u64::from(b)).sum(),
+            transactions: scenario.transactions,
+            depth: scenario.depth,
+            issued: 0,
+            completed: 0,
+            starts: Vec::new(),
+            client_received: 0,
+            server_received: 0,
+            server_backlog: VecDeque::new(),
+            server_answering: false,
+            client_waiting_think: false,
+            client_trigger: 0,
+            closed: false,
+            script_ends: scenario
+                .client_script
+                .iter()
+                .scan(0u64, |end, &(_, bytes)| {
+                    *end += u64::from(bytes);
+                    Some(*end)
+                })
+                .collect(),
+            server_written: 0,
+        }
+    }
 }
 
 /// The application's reader on one side.

@@ -1,11 +1,169 @@
 //! From a scenario file's parts to what the simulator runs, each checked on the way: a
 //! side's stack with its overrides and reader, a send script, a proxy's split of the
-//! requests. A bad value is a [`ScenarioError`] naming the key, never a panic.
+//! requests. A bad value is a [`ScenarioError`] naming the key, never a panic. A side's
+//! settings live here, as written ([`SideConfig`]) and resolved ([`Side`]); the scenario
+//! file re-exports them.
+
+use serde::{Deserialize, Serialize};
 
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 
-use crate::profile;
-use crate::scenario::{Reader, ReaderConfig, ScenarioError, Side, SideConfig, millis_to_nanos};
+use crate::profile::{self, StackProfile};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("unknown stack {0:?}; one of: {1}")]
+    UnknownStack(String, String),
+    #[error("unknown pattern {0:?}; one of: {1}")]
+    UnknownPattern(String, String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("scenario file: {0}")]
+    Parse(String),
+}
+
+/// Socket options one side sets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SocketOptions {
+    /// TCP_NODELAY: Nagle off.
+    pub nodelay: bool,
+    /// TCP_CORK set before each message's writes and cleared after the last.
+    pub cork: bool,
+    /// MSG_MORE on every write of a message but its last.
+    pub msg_more: bool,
+    /// TCP_QUICKACK set again after every read: no delayed ACKs.
+    pub quickack: bool,
+}
+
+impl SocketOptions {
+    /// The options set, by their socket-API names.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            (self.nodelay, "TCP_NODELAY"),
+            (self.cork, "TCP_CORK"),
+            (self.msg_more, "MSG_MORE"),
+            (self.quickack, "TCP_QUICKACK"),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect()
+    }
+}
+
+/// One side of the connection.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SideConfig {
+    pub stack: String,
+    #[serde(flatten)]
+    pub options: SocketOptions,
+    /// Override the MSS this side announces (the other side's send size, before timestamps).
+    pub mss: Option<u32>,
+    /// Override the delayed-ACK timer, milliseconds (a per-connection timer, or the tick period).
+    pub delack_ms: Option<f64>,
+    /// For a stack whose delayed ACKs go on a global tick: on the tick this many after
+    /// the data (1, the next: a delay of 0 to one period; 2: one to two periods).
+    pub delack_ticks: Option<u32>,
+    /// Override the Nagle variant: "classic", "minshall", "off".
+    pub nagle: Option<String>,
+    /// Override which arriving segments set TS.Recent (what TSecr echoes): "rfc1323"
+    /// (only a segment covering the last ACK sent, never a pure ACK) or "rfc7323" (any
+    /// segment at or below it).
+    pub ts_recent: Option<String>,
+    /// Override the TSval clock's ticks per second (1 to 1000, RFC 7323 5.4).
+    pub ts_hz: Option<f64>,
+    /// Override whether this side offers TCP timestamps in its SYN (Linux
+    /// net.ipv4.tcp_timestamps, Windows Tcp1323Opts, FreeBSD net.inet.tcp.rfc1323); they
+    /// are used when both sides offer them (RFC 7323 3.2).
+    pub timestamps: Option<bool>,
+    /// SO_SNDBUF: bytes written and not yet acknowledged the socket holds; a write
+    /// beyond it blocks until ACKs free room. None: large enough never to limit.
+    pub sndbuf: Option<u32>,
+    /// How this side's application reads what arrives.
+    #[serde(flatten)]
+    pub reader: ReaderConfig,
+}
+
+impl Default for SideConfig {
+    fn default() -> Self {
+        SideConfig {
+            stack: "linux".into(),
+            options: SocketOptions::default(),
+            mss: None,
+            delack_ms: None,
+            delack_ticks: None,
+            nagle: None,
+            ts_recent: None,
+            ts_hz: None,
+            timestamps: None,
+            sndbuf: None,
+            reader: ReaderConfig::default(),
+        }
+    }
+}
+
+/// How an application reads: by default at once and everything, so the receive window
+/// never closes. A slow or small reader lets the window close (the look-alikes of a
+/// delayed ACK: zero window, persist probes, window updates when it reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReaderConfig {
+    /// SO_RCVBUF: the receive buffer, bytes; the window advertised is what is free in it.
+    /// None: large enough never to limit.
+    pub rcvbuf: Option<u32>,
+    /// The application reads at most this many bytes per call. None: all that is there.
+    pub read_bytes: Option<u32>,
+    /// At most one read per this many milliseconds (a slow consumer). 0: no limit.
+    pub read_interval_ms: f64,
+    /// The application wakes this long after data arrives and reads all that is there
+    /// then (scheduling latency): responses that arrive close together are read in one
+    /// call. 0: it reads each arrival at once.
+    pub read_delay_ms: f64,
+    /// The application reads this many bytes in all and then no more (a consumer that
+    /// hangs): the window closes for good. None: it reads to the end.
+    pub stop_after_bytes: Option<u64>,
+}
+
+/// One resolved side: its profile with overrides applied, and its options.
+#[derive(Clone, Debug)]
+pub struct Side {
+    pub profile: StackProfile,
+    pub options: SocketOptions,
+    /// The MSS option this side announces.
+    pub announced_mss: u32,
+    pub reader: Reader,
+    /// SO_SNDBUF, bytes; None: no limit.
+    pub sndbuf: Option<u32>,
+}
+
+/// A resolved [`ReaderConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reader {
+    pub rcvbuf: Option<u32>,
+    pub read_bytes: Option<u32>,
+    pub read_interval: Nanos,
+    pub read_delay: Nanos,
+    pub stop_after_bytes: Option<u64>,
+}
+
+impl Reader {
+    /// Reads everything at once into an unlimited buffer: the window never closes.
+    pub fn is_eager(&self) -> bool {
+        *self
+            == Reader {
+                rcvbuf: None,
+                read_bytes: None,
+                read_interval: 0,
+                read_delay: 0,
+                stop_after_bytes: None,
+            }
+    }
+}
+
+pub(crate) fn millis_to_nanos(ms: f64) -> Nanos {
+    (ms * NANOS_PER_MILLI as f64).round() as Nanos
+}
 
 /// A proxy that writes a request of more than `over` bytes in two calls: `first` bytes,
 /// then the rest. Requests already in several writes are joined first (the proxy reads

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::pipeline::{pipeline, read_warnings};
+use super::traces::TraceWatch;
 use super::{
     Analysis, AnalyzeError, AnalyzeOptions, InputRead, MAX_LISTED_CONNECTIONS, UnlistedTotals,
     severity_key,
@@ -22,6 +23,9 @@ pub struct FileOptions {
     pub on_error: OnFileError,
     /// Told the bytes read from the files as they are read (a progress bar).
     pub progress: Option<ProgressFn>,
+    /// Read the files as one capture even when they are not one trace (see
+    /// [`NotOneTrace`](super::NotOneTrace)).
+    pub join: bool,
 }
 
 /// Reads capture files (directories: the files in them) as one capture, merged in time
@@ -33,13 +37,26 @@ pub struct FileOptions {
 /// (the same segments at different times) are not merged: the files are split into
 /// capture points, each is analysed on its own, and their connections are reported
 /// together, each labelled with its capture point.
+///
+/// Files that are not one trace (no host address in common, packets more than a day
+/// apart) are refused unless `files.join`. A directory's files that are no capture (by
+/// their first bytes) are left out, in one warning.
 pub fn analyze_files(
     paths: &[PathBuf],
     options: &AnalyzeOptions,
     files: &FileOptions,
 ) -> Result<Analysis, AnalyzeError> {
-    let paths = expand_paths(paths)?;
-    let (whole, points) = analyze_merged(&paths, options, files, paths.len() > 1)?;
+    let expanded = expand_paths(paths)?;
+    let paths = expanded.files.clone();
+    let (mut whole, points, traces) = analyze_merged(&paths, options, files, paths.len() > 1)?;
+    if !files.join
+        && let Some(apart) = traces.not_one_trace(&paths)
+    {
+        return Err(AnalyzeError::NotOneTrace(apart));
+    }
+    if let Some(skipped) = expanded.skipped_warning() {
+        whole.input.warnings.insert(0, skipped.clone());
+    }
     if points.len() <= 1 {
         return Ok(whole);
     }
@@ -48,12 +65,13 @@ pub fn analyze_files(
     let again = FileOptions {
         on_error: files.on_error,
         progress: None,
+        join: true,
     };
     let mut analyses = Vec::with_capacity(points.len());
     for point in &points {
         let point_paths: Vec<PathBuf> = point.iter().map(|&i| paths[i].clone()).collect();
         let label: std::sync::Arc<str> = describe_files(&point_paths).into();
-        let (analysis, _) = analyze_merged(&point_paths, options, &again, false)?;
+        let (analysis, _, _) = analyze_merged(&point_paths, options, &again, false)?;
         analyses.push((label, analysis));
     }
     Ok(combine_points(whole, analyses))
@@ -75,35 +93,40 @@ fn describe_files(paths: &[PathBuf]) -> String {
 
 /// Reads `paths` merged in time order, exact copies across files left out; with
 /// `recognise`, also says which files saw the same traffic at different points: the
-/// capture points, each a list of file indices (one list when there is no such pair).
+/// capture points, each a list of file indices (one list when there is no such pair),
+/// and the files' spans and hosts, to tell whether they are one trace.
 fn analyze_merged(
     paths: &[PathBuf],
     options: &AnalyzeOptions,
     files: &FileOptions,
     recognise: bool,
-) -> Result<(Analysis, Vec<Vec<usize>>), AnalyzeError> {
+) -> Result<(Analysis, Vec<Vec<usize>>, TraceWatch), AnalyzeError> {
     let source = describe_files(paths);
     let merged = MergedCaptures::open(paths.to_vec(), files.on_error, files.progress.clone())?;
     let mut watch = FileWatch::new(paths.len(), recognise);
+    let mut traces = TraceWatch::new(if recognise { paths.len() } else { 0 });
     let mut analysis = pipeline(&source, options, |intake| {
         let merged = merged.for_each_file_packet(|file, alone, packet| {
             // A file read alone has no packet in common with another, but at the time
             // of the last packet another file gave (that file ended there).
             if alone && packet.time != watch.same_time {
-                intake.packet(packet);
+                if intake.packet(packet) {
+                    traces.segment(file, &intake.segment);
+                }
                 return;
             }
             if watch.duplicate(file, packet) {
                 return;
             }
             if intake.packet(packet) {
+                traces.segment(file, &intake.segment);
                 watch.segment(file, &intake.segment);
             }
         })?;
         merged_input(merged)
     })?;
     analysis.input.file_duplicates = watch.duplicates;
-    Ok((analysis, watch.capture_points()))
+    Ok((analysis, watch.capture_points(), traces))
 }
 
 /// The analyses of each capture point as one report: their connections together, each

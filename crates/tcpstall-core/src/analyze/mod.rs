@@ -1,13 +1,16 @@
 //! The pipeline of `tcpstall analyze`: capture → segments → flows → diagnoses.
 //!
 //! `pipeline.rs` reads one input into diagnoses; `files.rs` reads several capture files
-//! as one input, or as one input per capture point. The records both use are here.
+//! as one input, or as one input per capture point (`traces.rs`: whether they are one
+//! trace). The records both use are here.
 
 mod files;
 mod pipeline;
+mod traces;
 
 pub use files::{FileOptions, analyze_files};
 pub use pipeline::analyze;
+pub use traces::{NotOneTrace, TRACE_GAP};
 
 use crate::detect::StallClass;
 use std::cmp::Reverse;
@@ -268,6 +271,9 @@ pub enum AnalyzeError {
     Internal(String),
     #[error("no TCP segments in the capture ({0})")]
     NoTcp(String),
+    /// Several files that are not one trace, read as one only when asked.
+    #[error("{0}")]
+    NotOneTrace(NotOneTrace),
 }
 
 /// What the reading of the input gave, besides its packets.

@@ -23,11 +23,12 @@ pub use decode::{Decoded, Decoder, SkipCounts, SkipReason, decode_packet};
 pub use fragments::FragmentCounts;
 pub(crate) use link::supported_link_types;
 pub use multi::{
-    FileError, FileNotes, MergedCaptures, MergedNotes, OnFileError, ProgressFn, expand_paths,
+    ExpandedPaths, FileError, FileNotes, MergedCaptures, MergedNotes, OnFileError, ProgressFn,
+    expand_paths,
 };
 pub use reader::{
     CaptureFormat, CaptureReader, MAX_INTERFACES, MAX_RECORD_BYTES, MAX_TIME, Packet, ReadNotes,
-    ReadStep,
+    ReadStep, is_capture_magic,
 };
 pub use writer::PcapWriter;
 

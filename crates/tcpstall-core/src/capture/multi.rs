@@ -15,7 +15,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::capture::{CaptureError, CaptureReader, Packet, ReadNotes, ReadStep};
+use crate::capture::{CaptureError, CaptureReader, Packet, ReadNotes, ReadStep, is_capture_magic};
 use crate::segment::Nanos;
 
 /// Files read at once at most; files beyond this that overlap in time with all of them
@@ -63,15 +63,44 @@ pub struct FileNotes {
     pub error: Option<String>,
 }
 
+/// The files named on a command line, and the directory entries left out.
+#[derive(Clone, Debug, Default)]
+pub struct ExpandedPaths {
+    pub files: Vec<PathBuf>,
+    /// Files in a directory given whose first bytes are no capture's: not read.
+    pub skipped: Vec<PathBuf>,
+}
+
+impl ExpandedPaths {
+    /// The one warning for the directory entries left out, when there are any.
+    pub fn skipped_warning(&self) -> Option<String> {
+        let first = self.skipped.first()?;
+        let n = self.skipped.len();
+        Some(if n == 1 {
+            format!(
+                "1 file in a directory given was not read: {} does not start as a capture does (pcap, pcapng, gzip or zstd)",
+                first.display()
+            )
+        } else {
+            format!(
+                "{n} files in the directories given were not read: they do not start as a capture does (pcap, pcapng, gzip or zstd), for example {}",
+                first.display()
+            )
+        })
+    }
+}
+
 /// The files named on a command line: each file as it is, each directory as its files
-/// (not hidden, not in subdirectories) in name order. A directory entry that is not a
-/// capture is left out, and said so, when the files are read.
-pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FileError> {
-    let mut files = Vec::new();
+/// (not hidden, not in subdirectories) in name order, those whose first bytes are a
+/// capture's magic number (pcap, pcapng, gzip, zstd) whatever they are called; the
+/// others are left out, and listed. A file named on its own is read whatever it holds
+/// (one that is no capture is then said so).
+pub fn expand_paths(paths: &[PathBuf]) -> Result<ExpandedPaths, FileError> {
+    let mut expanded = ExpandedPaths::default();
     for path in paths {
         let is_dir = path.is_dir();
         if !is_dir {
-            files.push(path.clone());
+            expanded.files.push(path.clone());
             continue;
         }
         let entries = std::fs::read_dir(path).map_err(|e| FileError {
@@ -92,9 +121,42 @@ pub fn expand_paths(paths: &[PathBuf]) -> Result<Vec<PathBuf>, FileError> {
                 error: CaptureError::Empty,
             });
         }
-        files.extend(inside);
+        let (captures, others): (Vec<PathBuf>, Vec<PathBuf>) =
+            inside.into_iter().partition(|p| starts_as_a_capture(p));
+        if captures.is_empty() {
+            return Err(FileError {
+                path: path.clone(),
+                error: CaptureError::NotACapture {
+                    detail: format!(
+                        "a directory none of whose {} files starts as a capture does (pcap, pcapng, gzip or zstd)",
+                        others.len()
+                    ),
+                },
+            });
+        }
+        expanded.files.extend(captures);
+        expanded.skipped.extend(others);
     }
-    Ok(files)
+    Ok(expanded)
+}
+
+/// Whether a file's first bytes are a capture's or a compressed stream's magic number.
+/// A file that cannot be opened counts as one, so that its reading names the problem.
+fn starts_as_a_capture(path: &Path) -> bool {
+    let mut head = [0u8; 4];
+    let Ok(mut file) = File::open(path) else {
+        return true;
+    };
+    let mut got = 0;
+    while got < head.len() {
+        match file.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return true,
+        }
+    }
+    is_capture_magic(&head[..got])
 }
 
 /// Names compared with their runs of digits as numbers, so that `trace9` comes before

@@ -897,6 +897,29 @@ fn ts_offset_option(options: &[PcapNGOption<'_>], big_endian: bool) -> i64 {
         .unwrap_or(0)
 }
 
+/// Whether `head`, a file's first bytes, starts as a capture does: a pcap magic number
+/// in either byte order (microseconds a1b2c3d4, nanoseconds a1b23c4d, the modified
+/// pcap's a1b2cd34), a pcapng section header (0a0d0d0a), or a gzip or zstd stream.
+pub fn is_capture_magic(head: &[u8]) -> bool {
+    if Compression::from_magic(head).is_some() {
+        return true;
+    }
+    let Some(&[a, b, c, d]) = head.get(..4) else {
+        return false;
+    };
+    let magic = [a, b, c, d];
+    if magic == SECTION_HEADER_TYPE {
+        return true;
+    }
+    [
+        [0xa1, 0xb2, 0xc3, 0xd4],
+        [0xa1, 0xb2, 0x3c, 0x4d],
+        [0xa1, 0xb2, 0xcd, 0x34],
+    ]
+    .iter()
+    .any(|m| magic == *m || magic == [m[3], m[2], m[1], m[0]])
+}
+
 fn detect_format(head: &[u8]) -> Result<CaptureFormat, CaptureError> {
     if head.is_empty() {
         return Err(CaptureError::Empty);

@@ -1,0 +1,285 @@
+//! Whether a delayed ACK held a round trip, by what the captures at both ends of the line
+//! show rather than by how long the round trip took. Each packet is matched between the
+//! client's and the server's capture (when it left its sender's end, when it reached the
+//! other); from the last data to reach the client in a round trip, the chain is walked
+//! back (each packet sent because of the last one its sender had received) to the packet
+//! that began it. A pure ACK on that chain that left its end long after the data it
+//! answers arrived there was held by a delayed-ACK timer. A round trip that took long
+//! without one was slowed by something else: a program the host did not run at once (a
+//! JVM pausing), which is no TCP stall.
+
+use std::collections::HashMap;
+
+use crate::capture::Packet;
+use crate::exchange::Measured;
+
+const SYN: u8 = 0x02;
+const FIN: u8 = 0x01;
+const ACK: u8 = 0x10;
+/// Packets a chain walks back over at most.
+const MAX_CHAIN: usize = 1000;
+
+/// A TCP packet of the connection as one capture saw it.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    time: i64,
+    /// Client to server.
+    outbound: bool,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    payload: u32,
+    ip_id: u16,
+}
+
+impl Seen {
+    fn key(&self) -> (bool, u32, u32, u8, u32, u16) {
+        (
+            self.outbound,
+            self.seq,
+            self.ack,
+            self.flags,
+            self.payload,
+            self.ip_id,
+        )
+    }
+}
+
+/// An IPv4 address and a port.
+type Endpoint = ([u8; 4], u16);
+
+/// An IPv4 TCP packet's endpoints and fields; `None` for anything else.
+fn parse(p: &Packet) -> Option<(Endpoint, Endpoint, Seen)> {
+    let h = &p.headers;
+    if h.len() < 20 || h[0] >> 4 != 4 || h[9] != 6 {
+        return None;
+    }
+    let ihl = usize::from(h[0] & 0xf) * 4;
+    let t = h.get(ihl..ihl + 20)?;
+    let total = u32::from(u16::from_be_bytes([h[2], h[3]]));
+    let word = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
+    let doff = u32::from(t[12] >> 4) * 4;
+    let src = (
+        [h[12], h[13], h[14], h[15]],
+        u16::from_be_bytes([t[0], t[1]]),
+    );
+    let dst = (
+        [h[16], h[17], h[18], h[19]],
+        u16::from_be_bytes([t[2], t[3]]),
+    );
+    Some((
+        src,
+        dst,
+        Seen {
+            time: p.time,
+            outbound: false,
+            seq: word(4),
+            ack: word(8),
+            flags: t[13],
+            payload: total.saturating_sub(ihl as u32 + doff),
+            ip_id: u16::from_be_bytes([h[4], h[5]]),
+        },
+    ))
+}
+
+/// The client's end of the first connection a capture saw opened (its SYN without ACK).
+fn client_of(packets: &[Packet]) -> Option<(Endpoint, Endpoint)> {
+    packets
+        .iter()
+        .filter_map(parse)
+        .find_map(|(src, dst, s)| (s.flags & (SYN | ACK) == SYN).then_some((src, dst)))
+}
+
+/// The packets of the connection between `client` and `server` in a capture.
+fn connection(packets: &[Packet], client: Endpoint, server: Endpoint) -> Vec<Seen> {
+    packets
+        .iter()
+        .filter_map(parse)
+        .filter_map(|(src, dst, mut s)| {
+            s.outbound = (src, dst) == (client, server);
+            (s.outbound || (src, dst) == (server, client)).then_some(s)
+        })
+        .collect()
+}
+
+/// One packet across the line: when it left its sender's end and reached the other.
+#[derive(Clone, Copy, Debug)]
+struct Crossing {
+    outbound: bool,
+    depart: i64,
+    arrive: i64,
+    payload: u32,
+    flags: u8,
+}
+
+/// The packets seen at both ends, matched (the n-th copy at one end with the n-th at the
+/// other: the line changes nothing in them).
+fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
+    let mut at_server: HashMap<_, Vec<i64>> = HashMap::new();
+    for s in server {
+        at_server.entry(s.key()).or_default().push(s.time);
+    }
+    for times in at_server.values_mut() {
+        times.reverse();
+    }
+    let mut out = Vec::new();
+    for c in client {
+        let Some(t) = at_server.get_mut(&c.key()).and_then(Vec::pop) else {
+            continue;
+        };
+        let (depart, arrive) = if c.outbound { (c.time, t) } else { (t, c.time) };
+        out.push(Crossing {
+            outbound: c.outbound,
+            depart,
+            arrive,
+            payload: c.payload,
+            flags: c.flags,
+        });
+    }
+    out
+}
+
+/// The longest wait, in ms, of a pure ACK on the chain of the round trip from `start`
+/// that ends with the last data to reach the client before `next`: from the arrival at
+/// its end of what it answers to its departure. `None` when the chain cannot be walked.
+fn chain_ack_wait(crossings: &[Crossing], start: i64, next: i64) -> Option<f64> {
+    let mut current = crossings
+        .iter()
+        .filter(|c| !c.outbound && c.payload > 0 && c.arrive < next)
+        .max_by_key(|c| c.arrive)?;
+    if current.arrive < start {
+        return None;
+    }
+    let mut ack_wait: Option<f64> = None;
+    for _ in 0..MAX_CHAIN {
+        // Its sender's end: the server for an inbound packet.
+        let sender_is_server = !current.outbound;
+        let before = crossings
+            .iter()
+            .filter(|c| c.outbound == sender_is_server && c.arrive <= current.depart)
+            .max_by_key(|c| c.arrive)?;
+        if current.payload == 0 && current.flags & (SYN | FIN) == 0 {
+            let wait = (current.depart - before.arrive) as f64 / 1e6;
+            ack_wait = Some(ack_wait.map_or(wait, |w| w.max(wait)));
+        }
+        if !sender_is_server && before.arrive < start {
+            // The client sent this first: the round trip began with it.
+            return Some(ack_wait.unwrap_or(0.0));
+        }
+        current = before;
+    }
+    None
+}
+
+/// Per round trip of `round_trips`: the longest a pure ACK on its chain was held at its
+/// sender's end, in ms, from the captures at the client's and the server's ends of the
+/// line (`None` where they do not show the chain).
+pub fn ack_waits_ms(
+    round_trips: &[Measured],
+    client_capture: &[Packet],
+    server_capture: &[Packet],
+) -> Vec<Option<f64>> {
+    let Some((client, server)) = client_of(client_capture) else {
+        return vec![None; round_trips.len()];
+    };
+    let matched = crossings(
+        &connection(client_capture, client, server),
+        &connection(server_capture, client, server),
+    );
+    round_trips
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let next = round_trips.get(i + 1).map_or(i64::MAX, |n| n.start);
+            chain_ack_wait(&matched, t.start, next)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const CLIENT: [u8; 4] = [10, 0, 0, 1];
+    const SERVER: [u8; 4] = [10, 0, 0, 2];
+
+    fn packet(time_ms: f64, outbound: bool, seq: u32, ack: u32, flags: u8, payload: u16) -> Packet {
+        let (src, dst, sport, dport) = if outbound {
+            (CLIENT, SERVER, 40000u16, 80u16)
+        } else {
+            (SERVER, CLIENT, 80, 40000)
+        };
+        let mut h = vec![0u8; 40];
+        h[0] = 0x45;
+        h[2..4].copy_from_slice(&(40 + payload).to_be_bytes());
+        h[4..6].copy_from_slice(&(seq as u16).to_be_bytes());
+        h[9] = 6;
+        h[12..16].copy_from_slice(&src);
+        h[16..20].copy_from_slice(&dst);
+        h[20..22].copy_from_slice(&sport.to_be_bytes());
+        h[22..24].copy_from_slice(&dport.to_be_bytes());
+        h[24..28].copy_from_slice(&seq.to_be_bytes());
+        h[28..32].copy_from_slice(&ack.to_be_bytes());
+        h[32] = 5 << 4;
+        h[33] = flags;
+        Packet {
+            time: (time_ms * 1e6) as i64,
+            headers: h,
+            orig_len: 40 + u32::from(payload),
+        }
+    }
+
+    /// A write-write-read round trip from 10 ms on a path of 1 ms each way: the
+    /// server's ACK of the first piece leaves `ack_after_ms` after it arrives, the
+    /// response `response_after_ms` after the second piece does.
+    fn round_trip(
+        ack_after_ms: f64,
+        response_after_ms: f64,
+    ) -> (Vec<Packet>, Vec<Packet>, Measured) {
+        let one_way = 1.0;
+        let mut at_client = Vec::new();
+        let mut at_server = Vec::new();
+        let mut both = |t: f64, outbound: bool, seq, ack, flags, payload| {
+            let (here, there) = if outbound {
+                (t, t + one_way)
+            } else {
+                (t + one_way, t)
+            };
+            at_client.push(packet(here, outbound, seq, ack, flags, payload));
+            at_server.push(packet(there, outbound, seq, ack, flags, payload));
+        };
+        both(0.0, true, 0, 0, SYN, 0);
+        both(1.0, false, 0, 1, SYN | ACK, 0);
+        both(2.0, true, 1, 1, ACK, 0);
+        // The first piece, its ACK, the second piece Nagle held until then, the response.
+        both(10.0, true, 1, 1, ACK, 100);
+        let acked = 11.0 + ack_after_ms;
+        both(acked, false, 1, 101, ACK, 0);
+        both(acked + 1.0, true, 101, 1, ACK, 100);
+        let answered = acked + 2.0 + response_after_ms;
+        both(answered, false, 1, 201, ACK, 50);
+        let end = ((answered + 1.0) * 1e6) as i64;
+        let measured = Measured {
+            index: 0,
+            start: 10_000_000,
+            end,
+            latency: Duration::from_nanos((end - 10_000_000) as u64),
+        };
+        (at_client, at_server, measured)
+    }
+
+    #[test]
+    fn a_held_ack_is_seen_and_a_slow_program_is_not_one() {
+        // A delayed ACK of 40 ms: the round trip is held.
+        let (client, server, measured) = round_trip(40.0, 0.1);
+        let waits = ack_waits_ms(&[measured], &client, &server);
+        let held = waits[0].expect("the chain walked");
+        assert!((held - 40.0).abs() < 0.01, "{held}");
+        // An ACK at once, and a server that answered 55 ms late: as long, and no hold.
+        let (client, server, measured) = round_trip(0.05, 55.0);
+        assert!(measured.latency > Duration::from_millis(55));
+        let waits = ack_waits_ms(&[measured], &client, &server);
+        assert!(waits[0].expect("the chain walked") < 1.0, "{waits:?}");
+    }
+}
