@@ -32,7 +32,6 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -42,8 +41,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tcpstall_lab::capture::{Capture, Packet, Point, write_pcap};
+use tcpstall_lab::capture::{Capture, Point, write_pcap};
 use tcpstall_lab::delayline::Variation;
+use tcpstall_lab::held;
 use tcpstall_lab::net::Net;
 use tcpstall_lab::netns::{Namespace, run_in};
 use tcpstall_lab::programs::{Java, Program, parse_round_trips};
@@ -268,111 +268,6 @@ impl Drop for Running {
     }
 }
 
-/// A TCP packet of the connection as one capture saw it.
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    time: i64,
-    /// Client to server.
-    outbound: bool,
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    payload: u32,
-    ip_id: u16,
-}
-
-impl Seen {
-    fn key(&self) -> (bool, u32, u32, u8, u32, u16) {
-        (
-            self.outbound,
-            self.seq,
-            self.ack,
-            self.flags,
-            self.payload,
-            self.ip_id,
-        )
-    }
-}
-
-/// The packets of the connection to `port` in a capture, with the client's port.
-fn connection(packets: &[Packet], port: u16) -> Vec<(Seen, u16)> {
-    let mut out = Vec::new();
-    for p in packets {
-        let h = &p.headers;
-        if h.len() < 20 || h[0] >> 4 != 4 || h[9] != 6 {
-            continue;
-        }
-        let ihl = usize::from(h[0] & 0xf) * 4;
-        if h.len() < ihl + 20 {
-            continue;
-        }
-        let total = u32::from(u16::from_be_bytes([h[2], h[3]]));
-        let ip_id = u16::from_be_bytes([h[4], h[5]]);
-        let t = &h[ihl..];
-        let sport = u16::from_be_bytes([t[0], t[1]]);
-        let dport = u16::from_be_bytes([t[2], t[3]]);
-        if sport != port && dport != port {
-            continue;
-        }
-        let word = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
-        let doff = u32::from(t[12] >> 4) * 4;
-        let outbound = dport == port;
-        out.push((
-            Seen {
-                time: p.time,
-                outbound,
-                seq: word(4),
-                ack: word(8),
-                flags: t[13],
-                payload: total.saturating_sub(ihl as u32 + doff),
-                ip_id,
-            },
-            if outbound { sport } else { dport },
-        ));
-    }
-    out
-}
-
-/// One packet across the line: when it left its sender's end and reached the other.
-#[derive(Clone, Copy, Debug)]
-struct Crossing {
-    outbound: bool,
-    depart: i64,
-    arrive: i64,
-    payload: u32,
-    flags: u8,
-}
-
-const SYN: u8 = 0x02;
-const FIN: u8 = 0x01;
-
-/// The packets seen at both ends, matched (the n-th copy at one end with the n-th at the
-/// other: the line changes nothing in them).
-fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
-    let mut at_server: HashMap<_, Vec<i64>> = HashMap::new();
-    for s in server {
-        at_server.entry(s.key()).or_default().push(s.time);
-    }
-    for times in at_server.values_mut() {
-        times.reverse();
-    }
-    let mut out = Vec::new();
-    for c in client {
-        let Some(t) = at_server.get_mut(&c.key()).and_then(Vec::pop) else {
-            continue;
-        };
-        let (depart, arrive) = if c.outbound { (c.time, t) } else { (t, c.time) };
-        out.push(Crossing {
-            outbound: c.outbound,
-            depart,
-            arrive,
-            payload: c.payload,
-            flags: c.flags,
-        });
-    }
-    out
-}
-
 /// One round trip as the client timed it, and what the captures show of it.
 #[derive(Clone, Debug)]
 struct RoundTrip {
@@ -407,44 +302,6 @@ enum Truth {
     Fast,
     Slow,
     Unclear,
-}
-
-/// Walks back from the last data to reach the client before `next` (the next round
-/// trip's start): each packet was sent
-/// because of the last one its sender received before sending it, until the packet that
-/// left the client at the round trip's start. Returns the path's share and the longest
-/// wait before a pure ACK on it, from either end: a delayed ACK's timer.
-fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<(f64, Option<f64>)> {
-    let mut current = crossings
-        .iter()
-        .filter(|c| !c.outbound && c.payload > 0 && c.arrive < next)
-        .max_by_key(|c| c.arrive)?;
-    if current.arrive < start {
-        return None;
-    }
-    let mut path_ns = 0i64;
-    let mut ack_wait: Option<f64> = None;
-    for _ in 0..1000 {
-        path_ns += current.arrive - current.depart;
-        // Its sender's end: the server for an inbound packet.
-        let sender_is_server = !current.outbound;
-        let before = crossings
-            .iter()
-            .filter(|c| c.outbound == sender_is_server && c.arrive <= current.depart)
-            .max_by_key(|c| c.arrive);
-        let Some(before) = before else { break };
-        let pure_ack = current.payload == 0 && current.flags & (SYN | FIN) == 0;
-        if pure_ack {
-            let wait = (current.depart - before.arrive) as f64 / 1e6;
-            ack_wait = Some(ack_wait.map_or(wait, |w: f64| w.max(wait)));
-        }
-        if !sender_is_server && before.arrive < start {
-            // The client sent this first: the round trip began with it.
-            return Some((path_ns as f64 / 1e6, ack_wait));
-        }
-        current = before;
-    }
-    None
 }
 
 /// A stall watch reported, as the test reads it.
@@ -718,21 +575,12 @@ fn run_once(lab: &Lab, workload: Workload, dir: &Path) -> Result<Run, String> {
     }
 
     // The truth: the client's timings, placed and split with the captures.
-    let client_seen = connection(&client_packets, port);
-    let client_port = client_seen
-        .iter()
-        .find(|(s, _)| s.outbound && s.flags & SYN != 0)
-        .map(|(_, p)| *p)
+    let (client, server) = held::client_of(&client_packets, Some(port))
         .ok_or("no SYN of the client in the client's capture")?;
-    let keep = |seen: Vec<(Seen, u16)>| -> Vec<Seen> {
-        seen.into_iter()
-            .filter(|(_, p)| *p == client_port)
-            .map(|(s, _)| s)
-            .collect()
-    };
-    let client_seen = keep(client_seen);
-    let server_seen = keep(connection(&server_packets, port));
-    let crossings = crossings(&client_seen, &server_seen);
+    let client_port = client.1;
+    let client_seen = held::connection(&client_packets, client, server);
+    let server_seen = held::connection(&server_packets, client, server);
+    let crossings = held::crossings(&client_seen, &server_seen);
     let program_lines = &outputs[1].1;
     let windows: Vec<(i64, f64)> = match workload {
         Workload::KeepAliveCurl => {
@@ -783,7 +631,10 @@ fn run_once(lab: &Lab, workload: Workload, dir: &Path) -> Result<Run, String> {
         // Its last arrival is the last before the next round trip begins: curl's timing,
         // placed by its request's departure, can end a fraction of a millisecond early.
         let next = windows.get(i + 1).map_or(i64::MAX, |w| w.0);
-        let (path_ms, ack_wait_ms) = chain(&crossings, start, next)
+        let held::Chain {
+            path_ms,
+            ack_wait_ms,
+        } = held::chain(&crossings, start, next)
             .ok_or_else(|| format!("no packets of the round trip starting at {start}"))?;
         round_trips.push(RoundTrip {
             start,

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use crate::capture::Packet;
 use crate::exchange::Measured;
 
-const SYN: u8 = 0x02;
+pub const SYN: u8 = 0x02;
 const FIN: u8 = 0x01;
 const ACK: u8 = 0x10;
 /// Packets a chain walks back over at most.
@@ -21,15 +21,15 @@ const MAX_CHAIN: usize = 1000;
 
 /// A TCP packet of the connection as one capture saw it.
 #[derive(Clone, Copy, Debug)]
-struct Seen {
-    time: i64,
+pub struct Seen {
+    pub time: i64,
     /// Client to server.
-    outbound: bool,
-    seq: u32,
-    ack: u32,
-    flags: u8,
-    payload: u32,
-    ip_id: u16,
+    pub outbound: bool,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub payload: u32,
+    pub ip_id: u16,
 }
 
 impl Seen {
@@ -46,7 +46,7 @@ impl Seen {
 }
 
 /// An IPv4 address and a port.
-type Endpoint = ([u8; 4], u16);
+pub type Endpoint = ([u8; 4], u16);
 
 /// An IPv4 TCP packet's endpoints and fields; `None` for anything else.
 fn parse(p: &Packet) -> Option<(Endpoint, Endpoint, Seen)> {
@@ -82,16 +82,16 @@ fn parse(p: &Packet) -> Option<(Endpoint, Endpoint, Seen)> {
     ))
 }
 
-/// The client's end of the first connection a capture saw opened (its SYN without ACK).
-fn client_of(packets: &[Packet]) -> Option<(Endpoint, Endpoint)> {
-    packets
-        .iter()
-        .filter_map(parse)
-        .find_map(|(src, dst, s)| (s.flags & (SYN | ACK) == SYN).then_some((src, dst)))
+/// The client's and the server's ends of the first connection a capture saw opened (its
+/// SYN without ACK), to `port` when one is given.
+pub fn client_of(packets: &[Packet], port: Option<u16>) -> Option<(Endpoint, Endpoint)> {
+    packets.iter().filter_map(parse).find_map(|(src, dst, s)| {
+        (s.flags & (SYN | ACK) == SYN && port.is_none_or(|p| dst.1 == p)).then_some((src, dst))
+    })
 }
 
 /// The packets of the connection between `client` and `server` in a capture.
-fn connection(packets: &[Packet], client: Endpoint, server: Endpoint) -> Vec<Seen> {
+pub fn connection(packets: &[Packet], client: Endpoint, server: Endpoint) -> Vec<Seen> {
     packets
         .iter()
         .filter_map(parse)
@@ -104,17 +104,17 @@ fn connection(packets: &[Packet], client: Endpoint, server: Endpoint) -> Vec<See
 
 /// One packet across the line: when it left its sender's end and reached the other.
 #[derive(Clone, Copy, Debug)]
-struct Crossing {
-    outbound: bool,
-    depart: i64,
-    arrive: i64,
-    payload: u32,
-    flags: u8,
+pub struct Crossing {
+    pub outbound: bool,
+    pub depart: i64,
+    pub arrive: i64,
+    pub payload: u32,
+    pub flags: u8,
 }
 
 /// The packets seen at both ends, matched (the n-th copy at one end with the n-th at the
 /// other: the line changes nothing in them).
-fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
+pub fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
     let mut at_server: HashMap<_, Vec<i64>> = HashMap::new();
     for s in server {
         at_server.entry(s.key()).or_default().push(s.time);
@@ -139,10 +139,20 @@ fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
     out
 }
 
-/// The longest wait, in ms, of a pure ACK on the chain of the round trip from `start`
-/// that ends with the last data to reach the client before `next`: from the arrival at
-/// its end of what it answers to its departure. `None` when the chain cannot be walked.
-fn chain_ack_wait(crossings: &[Crossing], start: i64, next: i64) -> Option<f64> {
+/// What the chain of one round trip shows: its packets' time on the path, and the
+/// longest wait of a pure ACK on it at its sender's end (from the arrival there of what
+/// it answers to its departure: a delayed ACK's timer), in ms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Chain {
+    pub path_ms: f64,
+    pub ack_wait_ms: Option<f64>,
+}
+
+/// Walks back from the last data to reach the client before `next` (the next round
+/// trip's start): each packet was sent because of the last one its sender received
+/// before sending it, until the packet that left the client at the round trip's start
+/// `start`. `None` when the chain cannot be walked.
+pub fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<Chain> {
     let mut current = crossings
         .iter()
         .filter(|c| !c.outbound && c.payload > 0 && c.arrive < next)
@@ -150,8 +160,10 @@ fn chain_ack_wait(crossings: &[Crossing], start: i64, next: i64) -> Option<f64> 
     if current.arrive < start {
         return None;
     }
+    let mut path_ns = 0i64;
     let mut ack_wait: Option<f64> = None;
     for _ in 0..MAX_CHAIN {
+        path_ns += current.arrive - current.depart;
         // Its sender's end: the server for an inbound packet.
         let sender_is_server = !current.outbound;
         let before = crossings
@@ -164,7 +176,10 @@ fn chain_ack_wait(crossings: &[Crossing], start: i64, next: i64) -> Option<f64> 
         }
         if !sender_is_server && before.arrive < start {
             // The client sent this first: the round trip began with it.
-            return Some(ack_wait.unwrap_or(0.0));
+            return Some(Chain {
+                path_ms: path_ns as f64 / 1e6,
+                ack_wait_ms: ack_wait,
+            });
         }
         current = before;
     }
@@ -179,7 +194,7 @@ pub fn ack_waits_ms(
     client_capture: &[Packet],
     server_capture: &[Packet],
 ) -> Vec<Option<f64>> {
-    let Some((client, server)) = client_of(client_capture) else {
+    let Some((client, server)) = client_of(client_capture, None) else {
         return vec![None; round_trips.len()];
     };
     let matched = crossings(
@@ -191,7 +206,7 @@ pub fn ack_waits_ms(
         .enumerate()
         .map(|(i, t)| {
             let next = round_trips.get(i + 1).map_or(i64::MAX, |n| n.start);
-            chain_ack_wait(&matched, t.start, next)
+            chain(&matched, t.start, next).map(|c| c.ack_wait_ms.unwrap_or(0.0))
         })
         .collect()
 }

@@ -79,15 +79,16 @@ impl RoundTrips {
 
 impl RoundTrips {
     /// The latest the answer to an ACK may come (an ACK and the segment it frees make one
-    /// round trip): RFC 6298's bound, or, where the round trips spread above the smoothed
-    /// one as far as they do below it, the smoothed round trip plus that spread (smoothed
-    /// less least) and the turnaround. A queue that waits a few milliseconds now and then
-    /// keeps the mean deviation small and the least far below the smoothed one.
+    /// round trip): RFC 6298's bound, SRTT + max(G, K RTTVAR) with K = 4, with the
+    /// variation read as the larger of the kernel's mean deviation and the spread of the
+    /// round trips below the smoothed one (smoothed less least). A queue that waits a few
+    /// milliseconds now and then keeps the mean deviation small and the least far below
+    /// the smoothed one, and its rarer longer waits reach as far above it.
     pub fn answer_ns(self) -> u64 {
         let smoothed = u64::from(self.smoothed_us) * 1000;
         let spread = smoothed.saturating_sub(self.least_ns());
-        self.longest_ns()
-            .max(smoothed + spread + HOST_TURNAROUND_NS)
+        let variation = (u64::from(self.variation_us) * 1000).max(spread);
+        smoothed + (RTTVAR_FACTOR * variation).max(HOST_TURNAROUND_NS)
     }
 }
 
@@ -784,9 +785,10 @@ mod tests {
         );
         assert_eq!(stalls[0].duration_ns, 42 * MS + 52_500_000);
         assert_eq!(stalls[0].holder.as_ref().unwrap().comm, "client");
-        // Past the bound (48 + 8 ms), the next segment is not the released one.
+        // Past the bound (48 + 4 x 3.1 ms, the spread below the smoothed round trip
+        // being larger than RTTVAR), the next segment is not the released one.
         let mut a = assembler();
-        a.push(answered_on_path(140 * MS, 196_100_000, 48.0, 2.0, 44.9));
+        a.push(answered_on_path(140 * MS, 201_000_000, 48.0, 2.0, 44.9));
         assert!(a.finish().is_empty());
     }
 
@@ -794,13 +796,16 @@ mod tests {
     fn an_answer_in_the_paths_spread_above_the_smoothed_round_trip_is_a_stall() {
         // The lab's 20 ms path with queues adding up to 8 ms, seen by the seed 002 echo
         // server: least round trip 20.9 ms, smoothed 23.0, its answers 21 to 25 ms after
-        // its ACKs (RTTVAR 1 ms). One came 27.8 ms after: past 23.0 + 4.5, within the
-        // spread below the smoothed round trip mirrored above it (23.0 + 2.1 + 4.5).
+        // its ACKs (RTTVAR 1 ms). One came 27.8 ms after, and with curl as the delayer
+        // one 29 ms after: past 23.0 + 4.5, within RFC 6298's four variations, the
+        // variation read as the spread below the smoothed round trip (23.0 + 4 x 2.1).
         let mut a = assembler();
         a.push(answered_on_path(140 * MS, 167_800_000, 23.0, 1.0, 20.9));
         assert_eq!(a.finish().len(), 1);
-        // Beyond that too, it is no answer.
-        a.push(answered_on_path(140 * MS, 169_700_000, 23.0, 1.0, 20.9));
+        a.push(answered_on_path(140 * MS, 169_000_000, 23.0, 1.0, 20.9));
+        assert_eq!(a.finish().len(), 1);
+        // Beyond that, it is no answer.
+        a.push(answered_on_path(140 * MS, 172_000_000, 23.0, 1.0, 20.9));
         assert!(a.finish().is_empty());
     }
 
