@@ -367,14 +367,13 @@ fn a_watch_in_another_pid_namespace_keeps_its_command() {
     let _serial = one_at_a_time();
     let tcpstall = env!("CARGO_BIN_EXE_tcpstall");
     for first_inside in [true, false] {
-        let before = watch_cgroups();
         let long = ["watch", "--", "sleep", "60"];
+        // Inside, the watch gets a pid that no process of this namespace has: the very
+        // case where a pid cannot tell a live owner from a dead one.
+        let inner = (200_000..400_000)
+            .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .unwrap();
         let mut first = if first_inside {
-            // Inside, the watch gets a pid that no process of this namespace has: the
-            // very case where a pid cannot tell a live owner from a dead one.
-            let inner = (200_000..400_000)
-                .find(|pid| !Path::new(&format!("/proc/{pid}")).exists())
-                .unwrap();
             let script = format!(
                 "echo {} > /proc/sys/kernel/ns_last_pid && \"$@\"",
                 inner - 1
@@ -391,10 +390,18 @@ fn a_watch_in_another_pid_namespace_keeps_its_command() {
         } else {
             watch(&long[1..])
         };
-        // Its cgroup, whatever its pid in its namespace.
+        // Its cgroup, by its pid in its own namespace (other watches may run beside this
+        // test: only that pid tells which cgroup is the first watch's).
+        let owner = if first_inside { inner } else { first.id() };
+        let prefix = format!("tcpstall-watch-{owner}-");
         let until = Instant::now() + Duration::from_secs(30);
         let cgroup = loop {
-            if let Some(new) = watch_cgroups().into_iter().find(|c| !before.contains(c)) {
+            if let Some(new) = watch_cgroups().into_iter().find(|c| {
+                c.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(&prefix)
+            }) {
                 break new;
             }
             assert!(Instant::now() < until, "the first watch made no cgroup");
