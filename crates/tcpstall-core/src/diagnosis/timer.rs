@@ -17,6 +17,43 @@ pub struct DelayedAckProfile {
     pub min: Nanos,
     pub max: Nanos,
     pub timer: TimerGuess,
+    /// The timer at the delayer, least and most, the path's share taken out.
+    pub at_delayer: (Nanos, Nanos),
+    /// The stacks whose timers fit when none is named alone.
+    pub could_be: Vec<TimerGuess>,
+}
+
+impl DelayedAckProfile {
+    /// What the delays say of the delayer's stack: the stack named, the stacks it could
+    /// be, or an unknown stack's timer, with the timer at the delayer.
+    pub fn reading(&self) -> String {
+        let (low, high) = self.at_delayer;
+        let timer = if high - low < MS {
+            format!("{:.1} ms", millis(low))
+        } else {
+            format!("{:.1} to {:.1} ms", millis(low), millis(high))
+        };
+        match (self.timer, self.could_be.as_slice()) {
+            (TimerGuess::Other, []) => format!("unknown stack, timer {timer} at the delayer"),
+            (TimerGuess::Other, [TimerGuess::PhasedTick200]) => format!(
+                "unknown stack's timer of {timer} at the delayer, or {} at a steady phase",
+                TimerGuess::PhasedTick200.describe()
+            ),
+            (TimerGuess::Other, could_be) => format!(
+                "could be {} (timer {timer} at the delayer)",
+                could_be
+                    .iter()
+                    .map(|t| t.describe())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+            (named, _) => format!("{} (timer {timer} at the delayer)", named.describe()),
+        }
+    }
+}
+
+fn millis(n: Nanos) -> f64 {
+    n as f64 / NANOS_PER_MILLI as f64
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,33 +102,116 @@ impl TimerGuess {
     }
 }
 
-/// Reads the timer off the observed ACK delays. Linux fires its 40 ms timer on jiffies,
-/// so 40 to 48 ms is seen; a tick-based stack spreads delays over its whole period.
+/// Reads the timer off the observed ACK delays, each known exactly (measured where the
+/// timer ran).
 pub fn infer_timer(delays: &[Nanos]) -> (Nanos, Nanos, Nanos, TimerGuess) {
+    let ranges: Vec<(Nanos, Nanos)> = delays.iter().map(|&d| (d, d)).collect();
+    let reading = read_timer(delays, &ranges);
+    (reading.median, reading.min, reading.max, reading.timer)
+}
+
+/// What the ACK delays say of the delayer's timer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimerReading {
+    pub median: Nanos,
+    pub min: Nanos,
+    pub max: Nanos,
+    /// The stack named: the one timer the delays fit, or `Other`.
+    pub timer: TimerGuess,
+    /// The timer at the delayer, least and most, the path's share taken out.
+    pub at_delayer: (Nanos, Nanos),
+    /// When the delays fit more than one stack's timer (a path whose variation is as
+    /// large as the timers' differences): each they fit. Empty when one is named.
+    pub could_be: Vec<TimerGuess>,
+}
+
+const MS: Nanos = NANOS_PER_MILLI;
+/// How far one timer's own firings spread: a jiffy at HZ 100 (Linux's 40 ms fires at
+/// 40 to 50 ms), Windows' 15.6 ms clock tick, and the hosts' scheduling.
+const ONE_TIMER_SPREAD: Nanos = 20 * MS;
+/// A capture's clock: how much sooner than a timer's least a delay may read. A
+/// per-connection timer never fires early, and a delay's most (the path's least taken
+/// out) is never less than it was.
+const EARLY_SLACK: Nanos = MS;
+/// A capture's clock and the hosts' turnaround: how much later than a timer's most.
+const LATE_SLACK: Nanos = 4 * MS;
+
+/// The delays a per-connection timer shows at the delayer, least and most.
+fn fixed_timer_window(timer: TimerGuess) -> Option<(Nanos, Nanos)> {
+    match timer {
+        // Linux's `ato` is at least TCP_DELACK_MIN, fired on jiffies: 40 to 44 ms at HZ
+        // 250, to 50 ms at HZ 100.
+        TimerGuess::Linux40 => Some((stacks::LINUX_DELACK_MIN, stacks::LINUX_DELACK_MIN + 10 * MS)),
+        // FreeBSD's callout at HZ 1000.
+        TimerGuess::FreeBsd100 => Some((
+            stacks::FREEBSD_DELACKTIME,
+            stacks::FREEBSD_DELACKTIME + 10 * MS,
+        )),
+        // Windows' timer fires on its 15.6 ms clock tick.
+        TimerGuess::Fixed200 => Some((stacks::WINDOWS_DELACK, stacks::WINDOWS_DELACK + 20 * MS)),
+        TimerGuess::PhasedTick200 | TimerGuess::Other => None,
+    }
+}
+
+/// Reads the delayer's timer off the ACK delays and, for each, the least and the most it
+/// can have been at the delayer (`ranges`, in the same order). A stack is named only
+/// where every range fits its timer and no other's; where several fit, `could_be` lists
+/// them. Delays that no one timer can give, even with the path's share taken either way,
+/// spread over a tick's phase (classic BSD's 200 ms fast timer) when they stay within it.
+pub fn read_timer(delays: &[Nanos], ranges: &[(Nanos, Nanos)]) -> TimerReading {
     let mut sorted = delays.to_vec();
     sorted.sort_unstable();
     let median = sorted[sorted.len() / 2];
     let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
-    const MS: Nanos = NANOS_PER_MILLI;
-    // Whole milliseconds of the median from `below` under a stack's timer to `above` over
-    // it (the timer wheel and the path add to a timer; a capture's clock may subtract).
-    let near = |timer: Nanos, below: Nanos, above: Nanos| {
-        (timer - below..timer + above + MS).contains(&(median - median % MS))
+    let latest_least = ranges.iter().map(|r| r.0).max().unwrap_or(0);
+    let earliest_most = ranges.iter().map(|r| r.1).min().unwrap_or(0);
+    let least = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let most = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+    // No one timer: the delays disagree by more than one timer's firings spread.
+    let disagree = latest_least - earliest_most > ONE_TIMER_SPREAD;
+    let fits = |(low, high): (Nanos, Nanos)| {
+        ranges
+            .iter()
+            .all(|&(l, h)| l - LATE_SLACK <= high && h + EARLY_SLACK >= low)
     };
-    let spread = (max - min) / MS;
-    let guess = if near(stacks::LINUX_DELACK_MIN, 10 * MS, 30 * MS) && spread <= 40 {
-        TimerGuess::Linux40
-    } else if near(stacks::FREEBSD_DELACKTIME, 15 * MS, 25 * MS) && spread <= 40 {
-        TimerGuess::FreeBsd100
-    } else if near(stacks::WINDOWS_DELACK, 40 * MS, 40 * MS) && spread <= 60 {
-        TimerGuess::Fixed200
-    } else if sorted.len() >= 3 && max / MS <= (stacks::BSD_FAST_TICK + 40 * MS) / MS && spread > 60
-    {
-        TimerGuess::PhasedTick200
+    let mut candidates: Vec<TimerGuess> = [
+        TimerGuess::Linux40,
+        TimerGuess::FreeBsd100,
+        TimerGuess::Fixed200,
+    ]
+    .into_iter()
+    .filter(|&t| !disagree && fixed_timer_window(t).is_some_and(fits))
+    .collect();
+    // A tick fires at a phase the data's arrival sets: delays anywhere within its
+    // period, or (data on a steady clock of its own) one delay that no stack's timer
+    // explains.
+    let within_tick = fits((0, stacks::BSD_FAST_TICK + ONE_TIMER_SPREAD));
+    if within_tick && (disagree || candidates.is_empty()) {
+        candidates.push(TimerGuess::PhasedTick200);
+    }
+    let at_delayer = if disagree {
+        (least, most)
     } else {
-        TimerGuess::Other
+        (
+            latest_least.min(earliest_most),
+            earliest_most.max(latest_least),
+        )
     };
-    (median, min, max, guess)
+    let (timer, could_be) = match candidates.as_slice() {
+        [TimerGuess::PhasedTick200] if !disagree || ranges.len() < 3 => {
+            (TimerGuess::Other, candidates)
+        }
+        [one] => (*one, Vec::new()),
+        _ => (TimerGuess::Other, candidates),
+    };
+    TimerReading {
+        median,
+        min,
+        max,
+        timer,
+        at_delayer,
+        could_be,
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::fixes::{InferredScenario, rank_fixes};
-use super::timer::{DelayedAckProfile, infer_timer};
+use super::timer::{DelayedAckProfile, read_timer};
 use super::{DirectionDiagnosis, Fix, Role};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
@@ -211,7 +211,14 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
                 .copied()
                 .filter(|e| e.holder == Some(holder))
                 .collect();
-            direction_diagnosis(&held, holder, side_roles, connection.endpoints)
+            let delayer_spread = connection.dirs[holder.other()].path().measured_spread;
+            direction_diagnosis(
+                &held,
+                holder,
+                side_roles,
+                connection.endpoints,
+                delayer_spread,
+            )
         })
         .collect();
     directions.sort_by_key(|d| std::cmp::Reverse(d.time_lost));
@@ -302,22 +309,32 @@ fn direction_diagnosis(
     holder: Side,
     side_roles: PerSide<Role>,
     endpoints: PerSide<SocketAddr>,
+    delayer_spread: Nanos,
 ) -> Option<DirectionDiagnosis> {
     if held.is_empty() {
         return None;
     }
     let delayer = holder.other();
     let delays: Vec<Nanos> = held.iter().filter_map(|e| e.ack_delay).collect();
+    let ranges: Vec<(Nanos, Nanos)> = held
+        .iter()
+        .filter_map(|e| e.ack_delay.map(|d| e.ack_delay_range.unwrap_or((d, d))))
+        // The path to the delayer may have varied more than it had shown by that stall:
+        // its share is at most the spread the whole connection showed.
+        .map(|(least, most)| (least.min(most - delayer_spread).max(0), most))
+        .collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
-        let (median, min, max, timer) = infer_timer(&delays);
+        let reading = read_timer(&delays, &ranges);
         DelayedAckProfile {
             role: side_roles[delayer],
             endpoint: endpoints[delayer],
             samples: delays.len(),
-            median,
-            min,
-            max,
-            timer,
+            median: reading.median,
+            min: reading.min,
+            max: reading.max,
+            timer: reading.timer,
+            at_delayer: reading.at_delayer,
+            could_be: reading.could_be,
         }
     });
     let nagle: Vec<&StallEvent> = held
