@@ -209,26 +209,8 @@ pub fn held_by_timer(
     };
     basis.push(Link::AckHeldByTimer);
     event.ack_delay = Some(delay);
-    event.ack_delay_range = Some(delay_at_delayer(ctx, ack, delay));
+    event.ack_round_trip = ack.acked_data_time.map(|data| ack.time - data);
     Continue(delay)
-}
-
-/// The least and the most `delay` can have been at the delayer. The ACK's time at the
-/// capture point holds the data's way there from the capture point and the ACK's way
-/// back: no less than the least round trip measured to that side, no more than that
-/// plus the spread its path-alone round trips showed so far (a queue moves both legs;
-/// the diagnosis widens it to what the whole connection showed).
-fn delay_at_delayer(ctx: &GapContext, ack: &PeerSegment, delay: Nanos) -> (Nanos, Nanos) {
-    let Some(data_seen) = ack.acked_data_time else {
-        return (delay, delay);
-    };
-    let peer = &ctx.path[ctx.sender.other()];
-    let sample = ack.time - data_seen;
-    let since_previous = ack.previous_time.map_or(Nanos::MAX, |p| ack.time - p);
-    let most = (sample - peer.least).min(since_previous).max(delay);
-    let spread = peer.measured_spread + ctx.clock_step;
-    let least = (sample - peer.least - spread).clamp(0, delay);
-    (least, most)
 }
 
 #[cfg(test)]

@@ -248,4 +248,67 @@ mod tests {
         assert_eq!(infer_timer(&ms(&[100, 101])).3, TimerGuess::FreeBsd100);
         assert_eq!(infer_timer(&ms(&[480])).3, TimerGuess::Other);
     }
+
+    /// Each delay read away from the delayer: the timer plus up to `spread` of the path,
+    /// as a range from the delay less the spread to the delay.
+    fn through_path(delays_ms: &[i64], spread_ms: i64) -> (Vec<Nanos>, Vec<(Nanos, Nanos)>) {
+        let delays = ms(delays_ms);
+        let ranges = delays
+            .iter()
+            .map(|&d| ((d - spread_ms * NANOS_PER_MILLI).max(0), d))
+            .collect();
+        (delays, ranges)
+    }
+
+    #[test]
+    fn a_linux_timer_through_a_varying_path_is_linux_not_a_tick() {
+        // 42 ms at the client, seen from the server's side of a 60 ms + 0-40 ms path:
+        // each leg adds 0 to 40 ms, so the delays read 42 to 122 ms.
+        let (delays, ranges) = through_path(&[58, 97, 121, 70, 44, 110, 83, 64], 80);
+        let reading = read_timer(&delays, &ranges);
+        assert_eq!(reading.timer, TimerGuess::Linux40, "{reading:?}");
+        assert!(reading.at_delayer.0 <= 42 * NANOS_PER_MILLI);
+        assert!(reading.at_delayer.1 >= 42 * NANOS_PER_MILLI);
+        // The same delays taken as read at the delayer spread like a tick's.
+        assert_eq!(infer_timer(&delays).3, TimerGuess::PhasedTick200);
+    }
+
+    #[test]
+    fn a_tick_through_a_varying_path_is_still_a_tick() {
+        let (delays, ranges) = through_path(&[12, 150, 77, 190, 40, 121], 30);
+        assert_eq!(
+            read_timer(&delays, &ranges).timer,
+            TimerGuess::PhasedTick200
+        );
+    }
+
+    #[test]
+    fn ranges_that_fit_two_timers_name_neither() {
+        // A path varying by 100 ms: 100 to 140 ms could be FreeBSD's timer or Linux's.
+        let (delays, ranges) = through_path(&[140, 120, 135, 110], 100);
+        let reading = read_timer(&delays, &ranges);
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(
+            reading.could_be,
+            vec![TimerGuess::Linux40, TimerGuess::FreeBsd100]
+        );
+    }
+
+    #[test]
+    fn a_cluster_no_stack_uses_is_an_unknown_timer() {
+        // A per-connection timer never fires early: 12 to 25 ms is no stack's we list,
+        // and the delays agree, so one timer; a tick at a steady phase could give it too.
+        let reading = read_timer(
+            &ms(&[20, 25, 13, 12, 13, 13, 13, 11]),
+            &through_path(&[20, 25, 13, 12, 13, 13, 13, 11], 0).1,
+        );
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(reading.could_be, vec![TimerGuess::PhasedTick200]);
+        let windows = read_timer(&ms(&[198, 199]), &through_path(&[198, 199], 0).1);
+        assert_ne!(
+            windows.timer,
+            TimerGuess::Fixed200,
+            "a 200 ms timer never fires at 198 ms"
+        );
+    }
 }

@@ -9,6 +9,7 @@ use super::timer::{DelayedAckProfile, read_timer};
 use super::{DirectionDiagnosis, Fix, Role};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
+use crate::path::PathSide;
 use crate::segment::Nanos;
 use crate::side::{PerSide, Side};
 
@@ -211,13 +212,13 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
                 .copied()
                 .filter(|e| e.holder == Some(holder))
                 .collect();
-            let delayer_spread = connection.dirs[holder.other()].path().measured_spread;
+            let delayer_path = connection.dirs[holder.other()].path();
             direction_diagnosis(
                 &held,
                 holder,
                 side_roles,
                 connection.endpoints,
-                delayer_spread,
+                delayer_path,
             )
         })
         .collect();
@@ -309,19 +310,30 @@ fn direction_diagnosis(
     holder: Side,
     side_roles: PerSide<Role>,
     endpoints: PerSide<SocketAddr>,
-    delayer_spread: Nanos,
+    delayer_path: PathSide,
 ) -> Option<DirectionDiagnosis> {
     if held.is_empty() {
         return None;
     }
     let delayer = holder.other();
     let delays: Vec<Nanos> = held.iter().filter_map(|e| e.ack_delay).collect();
+    // The hold at the delayer: the ACK's round trip less the way to the delayer and back,
+    // no less than the least the whole connection measured, no more than that plus the
+    // spread its round trips showed (a queue moves both legs): of the path alone, or of
+    // the replies (where the delayer's every pure ACK is held, only they show it).
+    let spread = delayer_path.measured_spread.max(delayer_path.reply_spread);
     let ranges: Vec<(Nanos, Nanos)> = held
         .iter()
-        .filter_map(|e| e.ack_delay.map(|d| e.ack_delay_range.unwrap_or((d, d))))
-        // The path to the delayer may have varied more than it had shown by that stall:
-        // its share is at most the spread the whole connection showed.
-        .map(|(least, most)| (least.min(most - delayer_spread).max(0), most))
+        .filter_map(|e| {
+            let delay = e.ack_delay?;
+            Some(match (e.ack_round_trip, delayer_path.least) {
+                (Some(round_trip), least) if least > 0 => {
+                    let most = (round_trip - least).max(delay);
+                    ((most - spread).clamp(0, delay), most)
+                }
+                _ => (delay, delay),
+            })
+        })
         .collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
         let reading = read_timer(&delays, &ranges);
