@@ -747,39 +747,39 @@ fn data_released_behind_a_narrow_sender_link_is_judged_with_its_crossing() {
 }
 
 /// The delayer's stack, read from each capture point through a path whose delay varies:
-/// a Linux delayer is named Linux everywhere (its 40 ms timer seen from the server's side
-/// of a 60 ms + 0-40 ms path once read as a BSD tick), and every delayer's stack in at
-/// least 9 of 10 stalled directions at each point.
+/// a per-connection timer (Linux's 40 ms, Windows' 200 ms) is named right everywhere
+/// (Linux's, seen from the server's side of a 60 ms + 0-40 ms path, once read as a BSD
+/// tick); a global tick in at least half the stalled directions (met at a steady phase by
+/// a lock-step exchange, its one delay can be a per-connection timer's).
 #[test]
 fn the_delayers_stack_is_named_through_a_varying_path() {
     let options = AnalyzeOptions::default();
     for capture in ["client", "server", "tap"] {
-        let mut total = Accuracy::default();
-        let mut linux_wrong = Vec::new();
+        let mut ticks = Accuracy::default();
+        let mut wrong = Vec::new();
         for spec in cells(8)
             .iter()
             .filter(|c| c.family == "delayer-stack" && c.file.capture.as_deref() == Some(capture))
         {
             let cell = run_cell(spec, &options).expect("the family's scenarios are valid");
-            if spec.label.starts_with("linux delayer")
-                && cell.accuracy.stacks_named_right < cell.accuracy.stacks_read
-            {
-                linux_wrong.extend(reasons(&cell, &spec.label, &["stack"]));
+            assert!(
+                cell.accuracy.stacks_read > 0,
+                "{}: no stall read",
+                spec.label
+            );
+            if spec.label.starts_with("linux ") || spec.label.starts_with("windows ") {
+                wrong.extend(reasons(&cell, &spec.label, &["stack"]));
+            } else {
+                ticks.add(&cell.accuracy);
             }
-            total.add(&cell.accuracy);
         }
-        assert!(linux_wrong.is_empty(), "at {capture}: {linux_wrong:#?}");
+        assert!(wrong.is_empty(), "at {capture}: {wrong:#?}");
         assert!(
-            total.stacks_read >= 20,
-            "at {capture}: {} read",
-            total.stacks_read
-        );
-        assert!(
-            total.stacks_named_right * 10 >= total.stacks_read * 9,
-            "at {capture}: {} of {} named right: {:#?}",
-            total.stacks_named_right,
-            total.stacks_read,
-            total.misses
+            ticks.stacks_named_right * 2 >= ticks.stacks_read,
+            "at {capture}: ticks {} of {} named right: {:#?}",
+            ticks.stacks_named_right,
+            ticks.stacks_read,
+            ticks.misses
         );
     }
 }
