@@ -652,6 +652,7 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
         total.precision(),
         total.recall()
     );
+    let _ = writeln!(out, "{}", stacks_named_text(&cells));
     let _ = writeln!(
         out,
         "\n{} gaps ({} not observable in the capture); rows: truth, columns: detected",
@@ -704,6 +705,26 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
         }
     }
     Ok(out)
+}
+
+/// Per capture point: the share of stalled directions whose delayer's stack `analyze`
+/// named right (counting the stacks it names: Linux, FreeBSD, Windows/AIX, a BSD tick).
+fn stacks_named_text(cells: &[accuracy::MatrixCell]) -> String {
+    let mut out = String::from("delayer's stack named right in stalled directions:");
+    for capture in ["client", "server", "tap"] {
+        let mut at = accuracy::Accuracy::default();
+        for cell in cells.iter().filter(|c| c.capture == capture) {
+            at.stacks_read += cell.accuracy.stacks_read;
+            at.stacks_named_right += cell.accuracy.stacks_named_right;
+        }
+        out.push_str(&format!(
+            " at {capture} {:.4} ({}/{})",
+            at.stacks_named(),
+            at.stacks_named_right,
+            at.stacks_read
+        ));
+    }
+    out
 }
 
 /// The confusion matrix as a table: rows the truth, columns the detector's answer.

@@ -208,7 +208,7 @@ fn facts(c: &ConnectionDiagnosis, out: &mut String) {
             scale::duration(p.min as f64 / 1e9),
             scale::duration(p.max as f64 / 1e9),
             p.samples,
-            escape(p.timer.describe())
+            escape(&p.reading())
         );
     }
     if let Some(p) = c.pattern {

@@ -15,11 +15,13 @@ use serde::Serialize;
 
 use tcpstall_core::analyze::{AnalyzeOptions, analyze};
 use tcpstall_core::capture::PcapWriter;
-use tcpstall_core::diagnosis::Role;
+use tcpstall_core::diagnosis::{Role, TimerGuess};
 use tcpstall_core::segment::Nanos;
 use tcpstall_core::side::Side;
+use tcpstall_core::stacks;
 
 use crate::engine::{RunResult, capture_segments, side_name};
+use crate::profile::{DelayedAckTimer, StackProfile};
 use crate::scenario::ScenarioFile;
 use crate::truth::{Label, TruthGap};
 
@@ -44,6 +46,10 @@ pub struct Accuracy {
     /// accept as one either (every false positive counts against precision; these are
     /// the ones the capture could have ruled out).
     pub stalls_where_none: usize,
+    /// Stalled directions whose delayer's stack has a timer `analyze` names, and those
+    /// where it named that timer.
+    pub stacks_read: usize,
+    pub stacks_named_right: usize,
 }
 
 impl Accuracy {
@@ -60,6 +66,16 @@ impl Accuracy {
         self.gaps += other.gaps;
         self.not_observable += other.not_observable;
         self.stalls_where_none += other.stalls_where_none;
+        self.stacks_read += other.stacks_read;
+        self.stacks_named_right += other.stacks_named_right;
+    }
+
+    /// The share of stalled directions whose delayer's stack was named right.
+    pub fn stacks_named(&self) -> f64 {
+        share(
+            self.stacks_named_right,
+            self.stacks_read - self.stacks_named_right,
+        )
     }
 
     pub fn precision(&self) -> f64 {
@@ -123,8 +139,37 @@ struct Detected {
     basis: String,
 }
 
+/// The timer `analyze` should name for a stack's delayed ACKs (None: one it does not
+/// name, as a tick that fires on the second tick).
+pub fn named_timer(profile: &StackProfile) -> Option<TimerGuess> {
+    match profile.delayed_ack {
+        DelayedAckTimer::LinuxAto { .. } => Some(TimerGuess::Linux40),
+        DelayedAckTimer::PerConnection { delay } if delay == stacks::FREEBSD_DELACKTIME => {
+            Some(TimerGuess::FreeBsd100)
+        }
+        DelayedAckTimer::PerConnection { delay } if delay == stacks::WINDOWS_DELACK => {
+            Some(TimerGuess::Fixed200)
+        }
+        DelayedAckTimer::GlobalTick { period, ticks: 1 } if period == stacks::BSD_FAST_TICK => {
+            Some(TimerGuess::PhasedTick200)
+        }
+        _ => None,
+    }
+}
+
 /// Runs the analyzer on the run's capture and scores every gap against the truth.
 pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accuracy {
+    evaluate_with_stacks(result, seed, options, [None, None])
+}
+
+/// As [`evaluate`], and scores the delayer's stack named in each stalled direction
+/// against `timers`, the timer each side's stack uses (client, server).
+pub fn evaluate_with_stacks(
+    result: &RunResult,
+    seed: u64,
+    options: &AnalyzeOptions,
+    timers: [Option<TimerGuess>; 2],
+) -> Accuracy {
     let bytes = pcap_bytes(result, seed);
     let mut accuracy = Accuracy::default();
     let analysis = match analyze(Cursor::new(bytes), "simulation", options) {
@@ -135,6 +180,32 @@ pub fn evaluate(result: &RunResult, seed: u64, options: &AnalyzeOptions) -> Accu
             return accuracy;
         }
     };
+    for c in &analysis.connections {
+        for d in &c.directions {
+            let Some(profile) = &d.delayed_ack else {
+                continue;
+            };
+            let Some(truth) = timers[usize::from(profile.role == Role::Server)] else {
+                continue;
+            };
+            accuracy.stacks_read += 1;
+            // Right: the stack named, or a tick whose steady phase gave one delay that
+            // only a tick explains among the stacks named.
+            let right = profile.timer == truth
+                || (profile.timer == TimerGuess::Other && profile.could_be == [truth]);
+            if right {
+                accuracy.stacks_named_right += 1;
+            } else {
+                accuracy.note(format!(
+                    "stack: the {} delays with {}; analyze read {} ms median: {}",
+                    profile.role.name(),
+                    truth.describe(),
+                    profile.median as f64 / 1e6,
+                    profile.reading()
+                ));
+            }
+        }
+    }
     // The detector's gaps by the record that ends them: its time, and its sender.
     let mut detected: HashMap<(Nanos, Side), Detected> = HashMap::new();
     for c in &analysis.connections {
@@ -322,6 +393,10 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "paced-bulk",
         "full-sized segments a 64-100 kbit/s bottleneck spaces, to a receiver that delays each lone segment's ACK",
     ),
+    (
+        "delayer-stack",
+        "Linux, Windows, BSD-tick and macOS delayers over 20, 60 (+0-40) and 150 ms paths whose delay varies",
+    ),
 ];
 
 const CLASSIC_PATTERNS: [&str; 8] = [
@@ -402,6 +477,7 @@ pub fn cells(transactions: u32) -> Vec<CellSpec> {
     steady_pollers(&mut cells);
     clocked_senders(&mut cells);
     paced_bulk(&mut cells);
+    delayer_stacks(&mut cells);
     cells
 }
 
@@ -930,11 +1006,46 @@ fn paced_bulk(cells: &mut Vec<CellSpec>) {
     }
 }
 
+fn delayer_stacks(cells: &mut Vec<CellSpec>) {
+    // The delayer's timer read through a path whose delay varies per packet, from each
+    // capture point: Linux's 40 ms, Windows' 200 ms, a classic BSD tick (Mac OS X before
+    // 10.5) and macOS, delaying a client's request (two writes) or a server's response
+    // (headers and body apart), over 20 ms, 60 ms + 0 to 40 ms and 150 ms paths.
+    for delayer in ["linux", "windows", "macos-legacy", "macos"] {
+        for pattern in ["two-writes", "http-keepalive"] {
+            let (client, server) = if holder_is_server(pattern) {
+                (delayer, "linux")
+            } else {
+                ("linux", delayer)
+            };
+            for (rtt, variation) in [(20.0, 0.3), (60.0, 0.67), (150.0, 0.3)] {
+                at_each_capture(
+                    cells,
+                    "delayer-stack",
+                    format!(
+                        "{delayer} delayer, delay varying by up to {:.0}%",
+                        variation * 100.0
+                    ),
+                    (client, server, pattern, rtt),
+                    |f| {
+                        f.link.delay_variation = variation;
+                        f.workload.transactions = 8;
+                    },
+                );
+            }
+        }
+    }
+}
+
 /// Runs one cell of the matrix.
 pub fn run_cell(spec: &CellSpec, options: &AnalyzeOptions) -> Option<MatrixCell> {
     let scenario = spec.file.resolve().ok()?;
     let result = crate::run(&scenario, true);
-    let accuracy = evaluate(&result, scenario.link.seed, options);
+    let timers = [
+        named_timer(&scenario.client.profile),
+        named_timer(&scenario.server.profile),
+    ];
+    let accuracy = evaluate_with_stacks(&result, scenario.link.seed, options, timers);
     Some(MatrixCell {
         family: spec.family.to_string(),
         client: spec.file.client.stack.clone(),

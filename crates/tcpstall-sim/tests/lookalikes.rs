@@ -745,3 +745,41 @@ fn data_released_behind_a_narrow_sender_link_is_judged_with_its_crossing() {
     );
     assert_none("false stalls released late", &false_stalls);
 }
+
+/// The delayer's stack, read from each capture point through a path whose delay varies:
+/// a per-connection timer (Linux's 40 ms, Windows' 200 ms) is named right everywhere
+/// (Linux's, seen from the server's side of a 60 ms + 0-40 ms path, once read as a BSD
+/// tick); a global tick in at least half the stalled directions (met at a steady phase by
+/// a lock-step exchange, its one delay can be a per-connection timer's).
+#[test]
+fn the_delayers_stack_is_named_through_a_varying_path() {
+    let options = AnalyzeOptions::default();
+    for capture in ["client", "server", "tap"] {
+        let mut ticks = Accuracy::default();
+        let mut wrong = Vec::new();
+        for spec in cells(8)
+            .iter()
+            .filter(|c| c.family == "delayer-stack" && c.file.capture.as_deref() == Some(capture))
+        {
+            let cell = run_cell(spec, &options).expect("the family's scenarios are valid");
+            assert!(
+                cell.accuracy.stacks_read > 0,
+                "{}: no stall read",
+                spec.label
+            );
+            if spec.label.starts_with("linux ") || spec.label.starts_with("windows ") {
+                wrong.extend(reasons(&cell, &spec.label, &["stack"]));
+            } else {
+                ticks.add(&cell.accuracy);
+            }
+        }
+        assert!(wrong.is_empty(), "at {capture}: {wrong:#?}");
+        assert!(
+            ticks.stacks_named_right * 2 >= ticks.stacks_read,
+            "at {capture}: ticks {} of {} named right: {:#?}",
+            ticks.stacks_named_right,
+            ticks.stacks_read,
+            ticks.misses
+        );
+    }
+}

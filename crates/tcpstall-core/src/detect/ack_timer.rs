@@ -209,6 +209,7 @@ pub fn held_by_timer(
     };
     basis.push(Link::AckHeldByTimer);
     event.ack_delay = Some(delay);
+    event.ack_round_trip = ack.acked_data_time.map(|data| ack.time - data);
     Continue(delay)
 }
 

@@ -107,6 +107,10 @@ pub struct StallEvent {
     pub ack_time: Option<Nanos>,
     /// How long the receiver sat on that ACK after the data reached it (path time removed).
     pub ack_delay: Option<Nanos>,
+    /// From the data the ACK acknowledged to the ACK, at the capture point: the hold and
+    /// the way from the capture point to the delayer and back, which the diagnosis takes
+    /// out with what the whole connection measured of that path.
+    pub ack_round_trip: Option<Nanos>,
     /// For `app-think-time`: how long the sender was idle with nothing to wait for.
     pub idle: Option<Nanos>,
     pub pattern: Option<Pattern>,
@@ -214,6 +218,7 @@ impl StallEvent {
             held_bytes: u64::from(ctx.segment_bytes) + ctx.burst_bytes,
             ack_time: None,
             ack_delay: None,
+            ack_round_trip: None,
             idle: None,
             pattern: None,
             evidence: Evidence {

@@ -81,6 +81,7 @@ pub fn still_closed_at_end(
         held_bytes: 0,
         ack_time: Some(closed_since),
         ack_delay: None,
+        ack_round_trip: None,
         idle: None,
         pattern: None,
         evidence: Evidence {

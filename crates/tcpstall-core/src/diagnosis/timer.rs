@@ -17,6 +17,43 @@ pub struct DelayedAckProfile {
     pub min: Nanos,
     pub max: Nanos,
     pub timer: TimerGuess,
+    /// The timer at the delayer, least and most, the path's share taken out.
+    pub at_delayer: (Nanos, Nanos),
+    /// The stacks whose timers fit when none is named alone.
+    pub could_be: Vec<TimerGuess>,
+}
+
+impl DelayedAckProfile {
+    /// What the delays say of the delayer's stack: the stack named, the stacks it could
+    /// be, or an unknown stack's timer, with the timer at the delayer.
+    pub fn reading(&self) -> String {
+        let (low, high) = self.at_delayer;
+        let timer = if high - low < MS {
+            format!("{:.1} ms", millis(low))
+        } else {
+            format!("{:.1} to {:.1} ms", millis(low), millis(high))
+        };
+        match (self.timer, self.could_be.as_slice()) {
+            (TimerGuess::Other, []) => format!("unknown stack, timer {timer} at the delayer"),
+            (TimerGuess::Other, [TimerGuess::PhasedTick200]) => format!(
+                "unknown stack's timer of {timer} at the delayer, or {} at a steady phase",
+                TimerGuess::PhasedTick200.describe()
+            ),
+            (TimerGuess::Other, could_be) => format!(
+                "could be {} (timer {timer} at the delayer)",
+                could_be
+                    .iter()
+                    .map(|t| t.describe())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ),
+            (named, _) => format!("{} (timer {timer} at the delayer)", named.describe()),
+        }
+    }
+}
+
+fn millis(n: Nanos) -> f64 {
+    n as f64 / NANOS_PER_MILLI as f64
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,33 +102,124 @@ impl TimerGuess {
     }
 }
 
-/// Reads the timer off the observed ACK delays. Linux fires its 40 ms timer on jiffies,
-/// so 40 to 48 ms is seen; a tick-based stack spreads delays over its whole period.
+/// Reads the timer off the observed ACK delays, each known exactly (measured where the
+/// timer ran).
 pub fn infer_timer(delays: &[Nanos]) -> (Nanos, Nanos, Nanos, TimerGuess) {
+    let ranges: Vec<(Nanos, Nanos)> = delays.iter().map(|&d| (d, d)).collect();
+    let reading = read_timer(delays, &ranges);
+    (reading.median, reading.min, reading.max, reading.timer)
+}
+
+/// What the ACK delays say of the delayer's timer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimerReading {
+    pub median: Nanos,
+    pub min: Nanos,
+    pub max: Nanos,
+    /// The stack named: the one timer the delays fit, or `Other`.
+    pub timer: TimerGuess,
+    /// The timer at the delayer, least and most, the path's share taken out.
+    pub at_delayer: (Nanos, Nanos),
+    /// When the delays fit more than one stack's timer (a path whose variation is as
+    /// large as the timers' differences): each they fit. Empty when one is named.
+    pub could_be: Vec<TimerGuess>,
+}
+
+const MS: Nanos = NANOS_PER_MILLI;
+/// How far one timer's own firings spread: a jiffy at HZ 100 (Linux's 40 ms fires at
+/// 40 to 50 ms), Windows' 15.6 ms clock tick, and the hosts' scheduling.
+const ONE_TIMER_SPREAD: Nanos = 20 * MS;
+/// A capture's clock: how much sooner than a timer's least a delay may read (a delay's
+/// most, the path's least taken out, is never less than it was).
+const EARLY_SLACK: Nanos = MS;
+/// A capture's clock and the hosts' turnaround: how much later than a timer's most.
+const LATE_SLACK: Nanos = 4 * MS;
+
+/// The delays a per-connection timer shows at the delayer, least and most.
+fn fixed_timer_window(timer: TimerGuess) -> Option<(Nanos, Nanos)> {
+    match timer {
+        // Linux's `ato`, at least TCP_DELACK_MIN, counted in jiffies from a jiffy counter
+        // that lags the clock by up to one (HZ 100: 10 ms) and fired up to one late, and
+        // raised by the gaps between arrivals (tcp_event_data_recv): 30 to 60 ms (40 to
+        // 44 ms measured on a 6.x kernel at HZ 250; 36 to 54 ms in public captures).
+        TimerGuess::Linux40 => Some((
+            stacks::LINUX_DELACK_MIN - 10 * MS,
+            stacks::LINUX_DELACK_MIN + 20 * MS,
+        )),
+        // FreeBSD's callout, at HZ 1000, and the hosts' scheduling.
+        TimerGuess::FreeBsd100 => Some((
+            stacks::FREEBSD_DELACKTIME - 5 * MS,
+            stacks::FREEBSD_DELACKTIME + 10 * MS,
+        )),
+        // Windows' timer counts on its 15.6 ms clock tick, either way, and its hosts
+        // answer late (226 ms in a public capture).
+        TimerGuess::Fixed200 => Some((
+            stacks::WINDOWS_DELACK - 16 * MS,
+            stacks::WINDOWS_DELACK + 30 * MS,
+        )),
+        TimerGuess::PhasedTick200 | TimerGuess::Other => None,
+    }
+}
+
+/// Reads the delayer's timer off the ACK delays and, for each, the least and the most it
+/// can have been at the delayer (`ranges`, in the same order). A stack is named only
+/// where every range fits its timer and no other's; where several fit, `could_be` lists
+/// them. Delays that no one timer can give, even with the path's share taken either way,
+/// spread over a tick's phase (classic BSD's 200 ms fast timer) when they stay within it.
+pub fn read_timer(delays: &[Nanos], ranges: &[(Nanos, Nanos)]) -> TimerReading {
     let mut sorted = delays.to_vec();
     sorted.sort_unstable();
     let median = sorted[sorted.len() / 2];
     let (min, max) = (sorted[0], sorted[sorted.len() - 1]);
-    const MS: Nanos = NANOS_PER_MILLI;
-    // Whole milliseconds of the median from `below` under a stack's timer to `above` over
-    // it (the timer wheel and the path add to a timer; a capture's clock may subtract).
-    let near = |timer: Nanos, below: Nanos, above: Nanos| {
-        (timer - below..timer + above + MS).contains(&(median - median % MS))
+    let latest_least = ranges.iter().map(|r| r.0).max().unwrap_or(0);
+    let earliest_most = ranges.iter().map(|r| r.1).min().unwrap_or(0);
+    let least = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let most = ranges.iter().map(|r| r.1).max().unwrap_or(0);
+    // No one timer: the delays disagree by more than one timer's firings spread.
+    let disagree = latest_least - earliest_most > ONE_TIMER_SPREAD;
+    let fits = |(low, high): (Nanos, Nanos)| {
+        ranges
+            .iter()
+            .all(|&(l, h)| l - LATE_SLACK <= high && h + EARLY_SLACK >= low)
     };
-    let spread = (max - min) / MS;
-    let guess = if near(stacks::LINUX_DELACK_MIN, 10 * MS, 30 * MS) && spread <= 40 {
-        TimerGuess::Linux40
-    } else if near(stacks::FREEBSD_DELACKTIME, 15 * MS, 25 * MS) && spread <= 40 {
-        TimerGuess::FreeBsd100
-    } else if near(stacks::WINDOWS_DELACK, 40 * MS, 40 * MS) && spread <= 60 {
-        TimerGuess::Fixed200
-    } else if sorted.len() >= 3 && max / MS <= (stacks::BSD_FAST_TICK + 40 * MS) / MS && spread > 60
-    {
-        TimerGuess::PhasedTick200
+    let mut candidates: Vec<TimerGuess> = [
+        TimerGuess::Linux40,
+        TimerGuess::FreeBsd100,
+        TimerGuess::Fixed200,
+    ]
+    .into_iter()
+    .filter(|&t| !disagree && fixed_timer_window(t).is_some_and(fits))
+    .collect();
+    // A tick fires at a phase the data's arrival sets: delays anywhere within its
+    // period, or (data on a steady clock of its own) one delay that no stack's timer
+    // explains.
+    let within_tick = fits((0, stacks::BSD_FAST_TICK + ONE_TIMER_SPREAD));
+    if within_tick && (disagree || candidates.is_empty()) {
+        candidates.push(TimerGuess::PhasedTick200);
+    }
+    let at_delayer = if disagree {
+        (least, most)
     } else {
-        TimerGuess::Other
+        (
+            latest_least.min(earliest_most),
+            earliest_most.max(latest_least),
+        )
     };
-    (median, min, max, guess)
+    let (timer, could_be) = match candidates.as_slice() {
+        [TimerGuess::PhasedTick200] if !disagree || ranges.len() < 3 => {
+            (TimerGuess::Other, candidates)
+        }
+        [one] => (*one, Vec::new()),
+        _ => (TimerGuess::Other, candidates),
+    };
+    TimerReading {
+        median,
+        min,
+        max,
+        timer,
+        at_delayer,
+        could_be,
+    }
 }
 
 #[cfg(test)]
@@ -127,5 +255,68 @@ mod tests {
     fn freebsd_and_unknown_timers() {
         assert_eq!(infer_timer(&ms(&[100, 101])).3, TimerGuess::FreeBsd100);
         assert_eq!(infer_timer(&ms(&[480])).3, TimerGuess::Other);
+    }
+
+    /// Each delay read away from the delayer: the timer plus up to `spread` of the path,
+    /// as a range from the delay less the spread to the delay.
+    fn through_path(delays_ms: &[i64], spread_ms: i64) -> (Vec<Nanos>, Vec<(Nanos, Nanos)>) {
+        let delays = ms(delays_ms);
+        let ranges = delays
+            .iter()
+            .map(|&d| ((d - spread_ms * NANOS_PER_MILLI).max(0), d))
+            .collect();
+        (delays, ranges)
+    }
+
+    #[test]
+    fn a_linux_timer_through_a_varying_path_is_linux_not_a_tick() {
+        // 42 ms at the client, seen from the server's side of a 60 ms + 0-40 ms path:
+        // each leg adds 0 to 40 ms, so the delays read 42 to 122 ms.
+        let (delays, ranges) = through_path(&[58, 97, 121, 70, 44, 110, 83, 64], 80);
+        let reading = read_timer(&delays, &ranges);
+        assert_eq!(reading.timer, TimerGuess::Linux40, "{reading:?}");
+        assert!(reading.at_delayer.0 <= 42 * NANOS_PER_MILLI);
+        assert!(reading.at_delayer.1 >= 42 * NANOS_PER_MILLI);
+        // The same delays taken as read at the delayer spread like a tick's.
+        assert_eq!(infer_timer(&delays).3, TimerGuess::PhasedTick200);
+    }
+
+    #[test]
+    fn a_tick_through_a_varying_path_is_still_a_tick() {
+        let (delays, ranges) = through_path(&[12, 150, 77, 190, 40, 121], 30);
+        assert_eq!(
+            read_timer(&delays, &ranges).timer,
+            TimerGuess::PhasedTick200
+        );
+    }
+
+    #[test]
+    fn ranges_that_fit_two_timers_name_neither() {
+        // A path varying by 100 ms: 100 to 140 ms could be FreeBSD's timer or Linux's.
+        let (delays, ranges) = through_path(&[140, 120, 135, 110], 100);
+        let reading = read_timer(&delays, &ranges);
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(
+            reading.could_be,
+            vec![TimerGuess::Linux40, TimerGuess::FreeBsd100]
+        );
+    }
+
+    #[test]
+    fn a_cluster_no_stack_uses_is_an_unknown_timer() {
+        // No per-connection timer we list fires at 12 to 25 ms,
+        // and the delays agree, so one timer; a tick at a steady phase could give it too.
+        let reading = read_timer(
+            &ms(&[20, 25, 13, 12, 13, 13, 13, 11]),
+            &through_path(&[20, 25, 13, 12, 13, 13, 13, 11], 0).1,
+        );
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(reading.could_be, vec![TimerGuess::PhasedTick200]);
+        let windows = read_timer(&ms(&[150, 152]), &through_path(&[150, 152], 0).1);
+        assert_ne!(
+            windows.timer,
+            TimerGuess::Fixed200,
+            "a 200 ms timer fires at 184 ms at the soonest"
+        );
     }
 }

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::fixes::{InferredScenario, rank_fixes};
-use super::timer::{DelayedAckProfile, infer_timer};
+use super::timer::{DelayedAckProfile, read_timer};
 use super::{DirectionDiagnosis, Fix, Role};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
+use crate::path::PathSide;
 use crate::segment::Nanos;
 use crate::side::{PerSide, Side};
 
@@ -211,7 +212,14 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
                 .copied()
                 .filter(|e| e.holder == Some(holder))
                 .collect();
-            direction_diagnosis(&held, holder, side_roles, connection.endpoints)
+            let delayer_path = connection.dirs[holder.other()].path();
+            direction_diagnosis(
+                &held,
+                holder,
+                side_roles,
+                connection.endpoints,
+                delayer_path,
+            )
         })
         .collect();
     directions.sort_by_key(|d| std::cmp::Reverse(d.time_lost));
@@ -302,22 +310,43 @@ fn direction_diagnosis(
     holder: Side,
     side_roles: PerSide<Role>,
     endpoints: PerSide<SocketAddr>,
+    delayer_path: PathSide,
 ) -> Option<DirectionDiagnosis> {
     if held.is_empty() {
         return None;
     }
     let delayer = holder.other();
     let delays: Vec<Nanos> = held.iter().filter_map(|e| e.ack_delay).collect();
+    // The hold at the delayer: the ACK's round trip less the way to the delayer and back,
+    // no less than the least the whole connection measured, no more than that plus the
+    // spread its round trips showed (a queue moves both legs): of the path alone, or of
+    // the replies (where the delayer's every pure ACK is held, only they show it).
+    let spread = delayer_path.measured_spread.max(delayer_path.reply_spread);
+    let ranges: Vec<(Nanos, Nanos)> = held
+        .iter()
+        .filter_map(|e| {
+            let delay = e.ack_delay?;
+            Some(match (e.ack_round_trip, delayer_path.least) {
+                (Some(round_trip), least) if least > 0 => {
+                    let most = (round_trip - least).max(delay);
+                    ((most - spread).clamp(0, delay), most)
+                }
+                _ => (delay, delay),
+            })
+        })
+        .collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
-        let (median, min, max, timer) = infer_timer(&delays);
+        let reading = read_timer(&delays, &ranges);
         DelayedAckProfile {
             role: side_roles[delayer],
             endpoint: endpoints[delayer],
             samples: delays.len(),
-            median,
-            min,
-            max,
-            timer,
+            median: reading.median,
+            min: reading.min,
+            max: reading.max,
+            timer: reading.timer,
+            at_delayer: reading.at_delayer,
+            could_be: reading.could_be,
         }
     });
     let nagle: Vec<&StallEvent> = held

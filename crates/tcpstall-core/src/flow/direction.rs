@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use super::acks::AckHistory;
 use super::sender::{SenderEvidence, TimestampClock};
 use crate::detect::PeerSegment;
-use crate::path::RoundTrips;
+use crate::path::{PathSide, RoundTrips};
 use crate::segment::{Nanos, Segment};
 use crate::seq::SeqNumber;
 
@@ -362,6 +362,11 @@ impl Direction {
     /// The least round trip from the capture point to this side and back, if measured.
     pub fn path_rtt(&self) -> Option<Nanos> {
         self.round_trips.least()
+    }
+
+    /// What this side's round trips showed over the whole connection so far.
+    pub fn path(&self) -> PathSide {
+        self.round_trips.side()
     }
 }
 

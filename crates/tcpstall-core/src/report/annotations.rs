@@ -160,7 +160,7 @@ fn timer_of(c: &ConnectionDiagnosis, e: &StallEvent) -> String {
         TimerGuess::FreeBsd100 => format!("{stacks} 100 ms"),
         TimerGuess::Fixed200 => format!("{stacks} 200 ms"),
         TimerGuess::PhasedTick200 => format!("a 200 ms tick: {stacks}"),
-        TimerGuess::Other => format!("median {} ms, no known stack's default", ms(profile.median)),
+        TimerGuess::Other => profile.reading(),
     }
 }
 

@@ -185,6 +185,10 @@ pub struct JsonDelayedAck {
     pub max: f64,
     pub timer: &'static str,
     pub stacks: &'static [&'static str],
+    /// The timer at the delayer, least and most (seconds), the path's share taken out.
+    pub at_delayer: [f64; 2],
+    /// The timers the delays fit when none is named alone.
+    pub could_be: Vec<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -439,6 +443,8 @@ fn delayed_ack(p: &crate::diagnosis::DelayedAckProfile) -> JsonDelayedAck {
         max: secs(p.max),
         timer: p.timer.name(),
         stacks: p.timer.stacks(),
+        at_delayer: [secs(p.at_delayer.0), secs(p.at_delayer.1)],
+        could_be: p.could_be.iter().map(|t| t.name()).collect(),
     }
 }
 

@@ -466,7 +466,7 @@ fn render_direction(
                 millis(profile.max),
                 profile.samples,
                 plural(profile.samples),
-                profile.timer.describe()
+                profile.reading()
             );
         }
         None => {
