@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use common::TempDir;
 use common::prometheus::{Prometheus, Reaped, require_prometheus, wait_for};
-use common::watch::{can_watch, echo_pair, free_port, http_get};
+use common::truth::LOOPBACK;
+use common::watch::{can_watch, echo_pair, free_port, http_get, round_trips_ms};
 use serde_json::Value;
 
 const DASHBOARD: &str = concat!(
@@ -114,23 +115,13 @@ fn every_panel_queries_prometheus_with_known_variables() {
 
 /// The stalling workload: echo_pair's client writes each request in two writes, which
 /// Nagle holds until the server's delayed ACK; both ends are watched (holder and
-/// delayer). Returns its count of slow round trips.
+/// delayer). Returns its count of slow round trips, judged by their own timing.
 fn stalling_workload(port: u16) -> usize {
     let out = Command::new(echo_pair())
         .args(["two-writes", "40", &port.to_string()])
         .output()
         .expect("run echo_pair");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("RTT: ")?
-                .split_whitespace()
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .filter(|&ms| ms > 20.0)
-        .count()
+    LOOPBACK.judge(&round_trips_ms(&out.stdout)).slow
 }
 
 #[test]

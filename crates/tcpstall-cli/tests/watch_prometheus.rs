@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::TempDir;
 use common::prometheus::{Reaped, wait_for};
 use common::truth::LOOPBACK;
-use common::watch::{can_watch, echo_pair, free_port, http_get};
+use common::watch::{can_watch, echo_pair, free_port, http_get, round_trips_ms};
 
 #[test]
 #[ignore = "needs prometheus (apt-get install prometheus) and root; .ci/run runs it"]
@@ -135,16 +135,7 @@ fn scrape_the_stall_counter(dir: &TempDir, watch_args: &[String], scrape_config:
         .args(["two-writes", "40", &echo_port.to_string()])
         .output()
         .expect("run echo_pair");
-    let round_trips: Vec<f64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            l.strip_prefix("RTT: ")?
-                .split_whitespace()
-                .next()?
-                .parse::<f64>()
-                .ok()
-        })
-        .collect();
+    let round_trips = round_trips_ms(&out.stdout);
     // Judged in this run, but for the first round trip, which no delayed ACK holds.
     let truth = LOOPBACK.judge_except(&round_trips, |i| i == 0);
     assert!(

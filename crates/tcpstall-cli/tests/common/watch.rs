@@ -168,7 +168,13 @@ pub fn reply_client(port: u16, connections: u32, rounds: u32) -> Vec<f64> {
         ])
         .output()
         .expect("run the reply_server client");
-    String::from_utf8_lossy(&out.stdout)
+    round_trips_ms(&out.stdout)
+}
+
+/// The round trips (ms) a workload timed itself, from its `RTT: MS ...` lines (echo_pair,
+/// reply_server's client).
+pub fn round_trips_ms(stdout: &[u8]) -> Vec<f64> {
+    String::from_utf8_lossy(stdout)
         .lines()
         .filter_map(|l| {
             l.strip_prefix("RTT: ")?
