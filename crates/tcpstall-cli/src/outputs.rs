@@ -162,17 +162,23 @@ enum Identity {
     Path(PathBuf),
 }
 
-fn identity(path: &Path, existing: Option<&std::fs::Metadata>) -> Identity {
-    if let Some(meta) = existing {
-        return Identity::Inode(meta.dev(), meta.ino());
-    }
+/// The directory `path` names a file in (`.` for a bare name), its links resolved where
+/// it exists.
+fn canonical_parent(path: &Path) -> PathBuf {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let parent = parent
+    parent
         .canonicalize()
-        .unwrap_or_else(|_| parent.to_path_buf());
+        .unwrap_or_else(|_| parent.to_path_buf())
+}
+
+fn identity(path: &Path, existing: Option<&std::fs::Metadata>) -> Identity {
+    if let Some(meta) = existing {
+        return Identity::Inode(meta.dev(), meta.ino());
+    }
+    let parent = canonical_parent(path);
     Identity::Path(match path.file_name() {
         Some(name) => parent.join(name),
         None => parent,
@@ -280,13 +286,7 @@ fn special_kind(meta: &std::fs::Metadata) -> &'static str {
 /// /dev, /proc and /sys hold the system's own names (`/dev/stdout` is a link there):
 /// an output is never put in place of one.
 fn check_system_directory(flag: &str, path: &Path) -> Result<(), String> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let parent = parent
-        .canonicalize()
-        .unwrap_or_else(|_| parent.to_path_buf());
+    let parent = canonical_parent(path);
     match ["/dev", "/proc", "/sys"]
         .into_iter()
         .find(|system| parent.starts_with(system))
