@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tcpstall_core::escape::escaped_path;
 
 use clap::{Args, ValueEnum};
 
@@ -429,7 +430,7 @@ fn write_html(args: &LabArgs, title: &str, rows: &[ComparisonRow]) -> Fallible<(
     // Latencies at or above 30 ms are drawn as stalls: under every delayed-ACK timer.
     let page = tcpstall_report::compare::comparison(title, &["stalled"], rows, Some(0.030)).page;
     output::write(path, page.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("tcpstall: wrote {}", path.display());
+    eprintln!("tcpstall: wrote {}", escaped_path(path));
     Ok(())
 }
 

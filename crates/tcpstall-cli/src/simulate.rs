@@ -4,6 +4,7 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use tcpstall_core::escape::escaped_path;
 
 use clap::Args;
 
@@ -211,7 +212,7 @@ fn to_json<T: serde::Serialize>(value: &T) -> Fallible<String> {
 /// Writes `bytes` at `path` whole, or leaves what was there (`tcpstall_core::output`).
 fn write_file(path: &Path, bytes: &[u8]) -> Fallible<()> {
     output::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    eprintln!("tcpstall: wrote {}", path.display());
+    eprintln!("tcpstall: wrote {}", escaped_path(path));
     Ok(())
 }
 
@@ -357,7 +358,7 @@ pub fn run(args: &SimulateArgs) -> Fallible<String> {
         writer.flush().map_err(shown)?;
         drop(writer);
         file.commit().map_err(shown)?;
-        eprintln!("tcpstall: wrote {}", path.display());
+        eprintln!("tcpstall: wrote {}", escaped_path(path));
     }
     if let Some(path) = &args.truth {
         write_file(path, to_json(&report::truth(&result))?.as_bytes())?;

@@ -3,6 +3,7 @@
 //! capture draws the graphs either writes.
 
 use std::path::{Path, PathBuf};
+use tcpstall_core::escape::escaped_path;
 
 use tcpstall_core::analyze::Analysis;
 use tcpstall_report::analysis::{Written, write_reports};
@@ -50,7 +51,7 @@ impl Graphs {
     /// One line per output: the page, and the pictures in their directory.
     fn say_written(&self, written: &Written) {
         if let Some(path) = &self.html {
-            eprintln!("tcpstall: wrote {}", path.display());
+            eprintln!("tcpstall: wrote {}", escaped_path(path));
         }
         if let Some(dir) = &self.dir {
             let pictures = written
