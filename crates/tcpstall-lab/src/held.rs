@@ -146,6 +146,20 @@ pub fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
 pub struct Chain {
     pub path_ms: f64,
     pub ack_wait_ms: Option<f64>,
+    /// What followed that ACK: how it and the segment it released crossed the line,
+    /// and how long the holder took between them.
+    pub answer: Option<Answer>,
+}
+
+/// A delayed ACK and the segment that answered it, in ms: its crossing, the holder's
+/// turnaround (the ACK's arrival at the holder's end to the answer's departure there),
+/// and the answer's crossing. Their sum is what the delayer sees between sending its ACK
+/// and receiving the answer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Answer {
+    pub ack_crossing_ms: f64,
+    pub turnaround_ms: f64,
+    pub answer_crossing_ms: f64,
 }
 
 /// Walks back from the last data to reach the client before `next` (the next round
@@ -162,6 +176,8 @@ pub fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<Chain> {
     }
     let mut path_ns = 0i64;
     let mut ack_wait: Option<f64> = None;
+    let mut answer: Option<Answer> = None;
+    let mut after: Option<&Crossing> = None;
     for _ in 0..MAX_CHAIN {
         path_ns += current.arrive - current.depart;
         // Its sender's end: the server for an inbound packet.
@@ -172,15 +188,24 @@ pub fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<Chain> {
             .max_by_key(|c| c.arrive)?;
         if current.payload == 0 && current.flags & (SYN | FIN) == 0 {
             let wait = (current.depart - before.arrive) as f64 / 1e6;
-            ack_wait = Some(ack_wait.map_or(wait, |w| w.max(wait)));
+            if ack_wait.is_none_or(|w| wait > w) {
+                ack_wait = Some(wait);
+                answer = after.map(|next| Answer {
+                    ack_crossing_ms: (current.arrive - current.depart) as f64 / 1e6,
+                    turnaround_ms: (next.depart - current.arrive) as f64 / 1e6,
+                    answer_crossing_ms: (next.arrive - next.depart) as f64 / 1e6,
+                });
+            }
         }
         if !sender_is_server && before.arrive < start {
             // The client sent this first: the round trip began with it.
             return Some(Chain {
                 path_ms: path_ns as f64 / 1e6,
                 ack_wait_ms: ack_wait,
+                answer,
             });
         }
+        after = Some(current);
         current = before;
     }
     None
