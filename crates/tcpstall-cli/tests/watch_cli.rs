@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use common::truth::{Failed, LOOPBACK, Truth, keep, record_until_clear};
-use common::watch::{can_watch, echo_pair, free_port};
+use common::watch::{can_watch, delayed_and_lagged_answers, echo_pair, free_port};
+use tcpstall_lab::capture::Capture;
 
 fn tcpstall(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcpstall"))
@@ -142,9 +143,9 @@ fn every_stalled_round_trip_is_reported_with_the_client_as_holder() {
 /// The server and the client of two-writes as two processes, one under `watch --json
 /// -- echo_pair ...` and the other outside it. Returns the client's round trips and the
 /// watch's stalls and summary, and the client's pid.
-fn watch_one_end(watched: &str, rounds: u32) -> Result<(Watched, u32), String> {
+fn watch_one_end(watched: &str, rounds: u32, port: u16) -> Result<(Watched, u32), String> {
     let echo = echo_pair();
-    let port = free_port().to_string();
+    let port = port.to_string();
     let rounds = rounds.to_string();
     let end_args =
         |mode: &'static str| -> Vec<String> { vec![mode.into(), rounds.clone(), port.clone()] };
@@ -256,10 +257,34 @@ fn a_watched_server_sees_the_stalls_of_a_client_outside() {
         return;
     };
     record_until_clear("server under watch, client outside", |last| {
-        let (w, client_pid) = watch_one_end("serve", 20)?;
+        // The loopback capture tells where the host lagged past the rule.
+        let port = free_port();
+        let capture = Capture::start(None).map_err(|e| e.to_string())?;
+        let run = watch_one_end("serve", 20, port);
+        let packets = capture.finish().map_err(|e| e.to_string())?;
+        let (w, client_pid) = run?;
         let truth = slow_round_trips(&w, 20)?;
         truth.clear_unless_last(last)?;
-        stalls_match(&w, &truth, "watch_cli-server-watched")?;
+        let (delayed, lagged) = delayed_and_lagged_answers(&packets, port, LOOPBACK.slow_from_ms)?;
+        if delayed < truth.slow {
+            return Err(w.kept(
+                "watch_cli-server-watched",
+                format!(
+                    "the loopback capture shows {delayed} delayed ACKs for {} slow round trips",
+                    truth.slow
+                ),
+            ));
+        }
+        // Those stalls may be reported or not; a run made only of them says nothing.
+        if lagged > 0 && !last && lagged == truth.slow {
+            return Err(Failed::Unclear(format!(
+                "the host lagged on all {lagged} answers"
+            )));
+        }
+        let found = w.stalls.len();
+        if lagged == 0 || !(truth.slow.saturating_sub(lagged)..truth.slow).contains(&found) {
+            stalls_match(&w, &truth, "watch_cli-server-watched")?;
+        }
         let server = w.summary["command"]["pid"]
             .as_u64()
             .ok_or("no command pid")?;
@@ -288,7 +313,7 @@ fn a_watched_client_sees_its_stalls_with_the_server_outside() {
         return;
     };
     record_until_clear("client under watch, server outside", |last| {
-        let (w, client_pid) = watch_one_end("client", 20)?;
+        let (w, client_pid) = watch_one_end("client", 20, free_port())?;
         let truth = slow_round_trips(&w, 20)?;
         truth.clear_unless_last(last)?;
         stalls_match(&w, &truth, "watch_cli-client-watched")?;

@@ -14,7 +14,7 @@ use crate::capture::Packet;
 use crate::exchange::Measured;
 
 pub const SYN: u8 = 0x02;
-const FIN: u8 = 0x01;
+pub const FIN: u8 = 0x01;
 const ACK: u8 = 0x10;
 /// Packets a chain walks back over at most.
 const MAX_CHAIN: usize = 1000;

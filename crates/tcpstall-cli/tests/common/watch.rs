@@ -212,3 +212,41 @@ pub fn http_get(port: u16, path: &str) -> Option<String> {
     let (head, body) = response.split_once("\r\n\r\n")?;
     head.contains(" 200 ").then(|| body.to_string())
 }
+
+/// Half the host turnaround `watch` allows the answer of a delayed ACK, as the delayer
+/// alone judges it (docs/watch.md): a host that took longer than this to send what the
+/// ACK released (a loaded host's softirq late) is past what the test holds it to.
+pub const LAGGED_ANSWER_NS: i64 = tcpstall_core::path::HOST_TURNAROUND / 2;
+
+/// In a loopback capture of the connection to `port`, the delayed ACKs of the server (a
+/// pure ACK at least `timer_ms` after the client's data before it), and those whose
+/// answer, the client's next data segment, left more than [`LAGGED_ANSWER_NS`] after them.
+pub fn delayed_and_lagged_answers(
+    packets: &[tcpstall_lab::capture::Packet],
+    port: u16,
+    timer_ms: f64,
+) -> Result<(usize, usize), String> {
+    use tcpstall_lab::held;
+    let (client, server) = held::client_of(packets, Some(port))
+        .ok_or_else(|| format!("no SYN to port {port} in the loopback capture"))?;
+    let seen = held::connection(packets, client, server);
+    let timer_ns = (timer_ms * 1e6) as i64;
+    let (mut delayed, mut lagged) = (0, 0);
+    let mut last_data: Option<i64> = None;
+    for (i, s) in seen.iter().enumerate() {
+        if s.outbound && s.payload > 0 {
+            last_data = Some(s.time);
+            continue;
+        }
+        let pure_ack = !s.outbound && s.payload == 0 && s.flags & (held::SYN | held::FIN) == 0;
+        if !pure_ack || last_data.is_none_or(|t| s.time - t < timer_ns) {
+            continue;
+        }
+        delayed += 1;
+        let answer = seen[i + 1..].iter().find(|n| n.outbound && n.payload > 0);
+        if answer.is_some_and(|a| a.time - s.time > LAGGED_ANSWER_NS) {
+            lagged += 1;
+        }
+    }
+    Ok((delayed, lagged))
+}
