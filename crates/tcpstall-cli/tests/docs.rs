@@ -23,6 +23,8 @@
 //!
 //! Every skipped block is printed with its reason, even when the test passes.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -496,4 +498,149 @@ fn directives_are_read() {
         .is_err()
     );
     assert!(parse_blocks("x.md", "```console\nno command\n```\n").is_err());
+}
+
+/// The cgroup `watch -- CMD` makes is named `tcpstall-watch-PID-TOKEN`, new in every run:
+/// each such name in `line` as `tcpstall-watch-ID`.
+fn without_cgroup_ids(line: &str) -> String {
+    const NAME: &str = "tcpstall-watch-";
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(at) = rest.find(NAME) {
+        out.push_str(&rest[..at + NAME.len()]);
+        rest = &rest[at + NAME.len()..];
+        let id = rest
+            .find(|c: char| !(c.is_ascii_hexdigit() || c == '-'))
+            .unwrap_or(rest.len());
+        out.push_str("ID");
+        rest = &rest[id..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// docs/watch.md's live block, `sudo tcpstall watch -- ./target/release/examples/echo_pair
+/// two-writes 5`, which the run above skips (its pids, ports and times differ every time),
+/// run here on a free port and held to its shape: the program's `RTT:` lines and watch's
+/// stall lines share standard output, told apart by their start, each line as the block
+/// shows it but its figures; watch's summary on standard error as the block shows it. Its
+/// stalls are as many as the round trips the program itself timed as held
+/// (common::truth), and the summary counts the same.
+#[test]
+#[ignore = "needs root and a kernel with BTF (watch)"]
+fn watch_block_holds_its_shape_in_a_real_run() {
+    use common::truth::{Failed, LOOPBACK, record_until_clear};
+    const DOCUMENTED: &str = "sudo tcpstall watch -- ./target/release/examples/echo_pair ";
+    let Some(()) = common::watch::can_watch("docs/watch.md's live block") else {
+        return;
+    };
+    let text = std::fs::read_to_string(repo().join("docs/watch.md")).expect("docs/watch.md");
+    let blocks = parse_blocks("docs/watch.md", &text).unwrap_or_else(|e| panic!("{e}"));
+    let example = blocks
+        .iter()
+        .flat_map(|b| &b.examples)
+        .find(|e| e.command.starts_with(DOCUMENTED))
+        .expect(
+            "docs/watch.md shows `sudo tcpstall watch -- ./target/release/examples/echo_pair ...`",
+        );
+    let program_args: Vec<&str> = example.command[DOCUMENTED.len()..]
+        .split_whitespace()
+        .collect();
+    let rounds: usize = program_args
+        .get(1)
+        .and_then(|r| r.parse().ok())
+        .expect("the block's echo_pair MODE ROUNDS");
+    // What the block shows: program and stall lines up to `...`, then the summary.
+    let (shown_stdout, shown_summary) = {
+        let at = example
+            .expected
+            .iter()
+            .position(|l| l.trim() == "...")
+            .expect("the block elides the rest of its stall lines with `...`");
+        (&example.expected[..at], &example.expected[at + 1..])
+    };
+    let shown_rtt = shown_stdout
+        .iter()
+        .find(|l| l.starts_with("RTT: "))
+        .expect("the block shows the program's RTT lines");
+    let shown_stall = shown_stdout
+        .iter()
+        .find(|l| !l.starts_with("RTT: "))
+        .expect("the block shows a stall line");
+    let pattern = |line: &str| pieces(&squeeze(&without_cgroup_ids(line)), true);
+    let (rtt_pattern, stall_pattern) = (pattern(shown_rtt), pattern(shown_stall));
+    let shown_summary: Vec<String> = shown_summary
+        .iter()
+        .map(|l| without_cgroup_ids(l))
+        .collect();
+    let echo = common::watch::echo_pair();
+    let port = common::watch::free_port().to_string();
+    record_until_clear("docs/watch.md's live block", |last| {
+        let out = Command::new(env!("CARGO_BIN_EXE_tcpstall"))
+            .args(["watch", "--"])
+            .arg(&echo)
+            .args(&program_args)
+            .arg(&port)
+            .output()
+            .map_err(|e| format!("run tcpstall watch: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let printed = format!("--- stdout\n{stdout}--- stderr\n{stderr}");
+        if !out.status.success() {
+            return Err(format!("watch exited with {}\n{printed}", out.status).into());
+        }
+        // Each line is the program's or watch's, whole: both write a line at a time.
+        let mut stalls = 0;
+        for line in stdout.lines() {
+            let (what, pattern) = if line.starts_with("RTT: ") {
+                ("an RTT line", &rtt_pattern)
+            } else {
+                stalls += 1;
+                ("a stall line", &stall_pattern)
+            };
+            if !line_matches(pattern, &squeeze(&without_cgroup_ids(line))) {
+                return Err(format!(
+                    "{what} not as docs/watch.md shows it: {line}\n--- documented\n{}\n{printed}",
+                    shown_stdout.join("\n")
+                )
+                .into());
+            }
+        }
+        let round_trips = common::watch::round_trips_ms(&out.stdout);
+        if round_trips.len() != rounds {
+            return Err(format!(
+                "{} RTT lines, {rounds} round trips\n{printed}",
+                round_trips.len()
+            )
+            .into());
+        }
+        let summary: Vec<String> = stderr.lines().map(without_cgroup_ids).collect();
+        if !output_matches(&shown_summary, &summary, true) {
+            return Err(format!(
+                "the summary differs from docs/watch.md's\n--- documented\n{}\n{printed}",
+                shown_summary.join("\n")
+            )
+            .into());
+        }
+        let counted = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("tcpstall watch: "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse::<usize>().ok());
+        if counted != Some(stalls) {
+            return Err(
+                format!("{stalls} stall lines, the summary counts {counted:?}\n{printed}").into(),
+            );
+        }
+        // The first round trip is not judged: a new connection's receiver ACKs at once.
+        let truth = LOOPBACK.judge_except(&round_trips, |i| i == 0);
+        truth.clear_unless_last(last)?;
+        if !truth.admits(stalls) {
+            return Err(Failed::Wrong(format!(
+                "{stalls} stall lines, {} round trips the program timed as held\n{printed}",
+                truth.expected()
+            )));
+        }
+        Ok(())
+    });
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use crate::capture::Packet;
 use crate::exchange::Measured;
+use crate::measure::SLOW_MARGIN;
 
 pub const SYN: u8 = 0x02;
 pub const FIN: u8 = 0x01;
@@ -162,10 +163,10 @@ pub struct Answer {
     pub answer_crossing_ms: f64,
 }
 
-/// Walks back from the last data to reach the client before `next` (the next round
-/// trip's start): each packet was sent because of the last one its sender received
-/// before sending it, until the packet that left the client at the round trip's start
-/// `start`. `None` when the chain cannot be walked.
+/// Walks back from the last data to reach the client before `next` (where the round
+/// trip's window closes, [`Until`]): each packet was sent because of the last one its
+/// sender received before sending it, until the packet that left the client at the round
+/// trip's start `start`, or the handshake. `None` when the chain cannot be walked.
 pub fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<Chain> {
     let mut current = crossings
         .iter()
@@ -180,6 +181,15 @@ pub fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<Chain> {
     let mut after: Option<&Crossing> = None;
     for _ in 0..MAX_CHAIN {
         path_ns += current.arrive - current.depart;
+        if current.flags & SYN != 0 {
+            // The handshake begins every chain: a round trip timed from the moment the
+            // connection opened (its start stamped a little before the SYN-ACK's arrival)
+            // began there.
+            return Some(Chain {
+                path_ms: path_ns as f64 / 1e6,
+                ack_wait_ms: ack_wait,
+            });
+        }
         // Its sender's end: the server for an inbound packet.
         let sender_is_server = !current.outbound;
         let before = crossings
@@ -211,11 +221,25 @@ pub fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<Chain> {
     None
 }
 
+/// Where a round trip's chain begins: the last data to reach the client before its window
+/// closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// The next round trip's start (the end of the connection for the last): round trips
+    /// one after the other, timed by a program whose clock is not the capture's.
+    NextStart,
+    /// The round trip's own end and this many ns more: round trips that overlap (pipelined
+    /// requests), timed on the capture's clock; the kernel stamps a packet before the
+    /// application reads it.
+    OwnEnd(i64),
+}
+
 /// Per round trip of `round_trips`: the longest a pure ACK on its chain was held at its
 /// sender's end, in ms, from the captures at the client's and the server's ends of the
-/// line (`None` where they do not show the chain).
+/// line (`None` where they do not show the chain). On loopback one capture is both ends.
 pub fn ack_waits_ms(
     round_trips: &[Measured],
+    until: Until,
     client_capture: &[Packet],
     server_capture: &[Packet],
 ) -> Vec<Option<f64>> {
@@ -230,9 +254,28 @@ pub fn ack_waits_ms(
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let next = round_trips.get(i + 1).map_or(i64::MAX, |n| n.start);
-            chain(&matched, t.start, next).map(|c| c.ack_wait_ms.unwrap_or(0.0))
+            let bound = match until {
+                Until::NextStart => round_trips.get(i + 1).map_or(i64::MAX, |n| n.start),
+                Until::OwnEnd(tolerance) => t.end.saturating_add(tolerance),
+            };
+            chain(&matched, t.start, bound).map(|c| c.ack_wait_ms.unwrap_or(0.0))
         })
+        .collect()
+}
+
+/// Per round trip: whether the captures at both ends show a pure ACK on its chain held at
+/// least [`SLOW_MARGIN`] (a delayed-ACK timer: 40 ms at least on Linux, TCP_DELACK_MIN,
+/// less a tick of a 100 Hz kernel); `None` where they do not show the chain.
+pub fn held_by_ack(
+    round_trips: &[Measured],
+    until: Until,
+    client_capture: &[Packet],
+    server_capture: &[Packet],
+) -> Vec<Option<bool>> {
+    let least = SLOW_MARGIN.as_secs_f64() * 1e3;
+    ack_waits_ms(round_trips, until, client_capture, server_capture)
+        .into_iter()
+        .map(|wait| wait.map(|w| w >= least))
         .collect()
 }
 
@@ -313,13 +356,22 @@ mod tests {
     fn a_held_ack_is_seen_and_a_slow_program_is_not_one() {
         // A delayed ACK of 40 ms: the round trip is held.
         let (client, server, measured) = round_trip(40.0, 0.1);
-        let waits = ack_waits_ms(&[measured], &client, &server);
+        let waits = ack_waits_ms(&[measured], Until::NextStart, &client, &server);
         let held = waits[0].expect("the chain walked");
         assert!((held - 40.0).abs() < 0.01, "{held}");
         // An ACK at once, and a server that answered 55 ms late: as long, and no hold.
         let (client, server, measured) = round_trip(0.05, 55.0);
         assert!(measured.latency > Duration::from_millis(55));
-        let waits = ack_waits_ms(&[measured], &client, &server);
+        let waits = ack_waits_ms(&[measured], Until::NextStart, &client, &server);
         assert!(waits[0].expect("the chain walked") < 1.0, "{waits:?}");
+    }
+
+    #[test]
+    fn a_round_trip_timed_from_before_the_handshake_ends_walks_back_to_it() {
+        // The first round trip, its start stamped before the SYN-ACK reached the client.
+        let (client, server, mut measured) = round_trip(40.0, 0.1);
+        measured.start = 1_000_000;
+        let held = held_by_ack(&[measured], Until::OwnEnd(1_000_000), &client, &server);
+        assert_eq!(held, vec![Some(true)]);
     }
 }

@@ -8,8 +8,9 @@ use tcpstall_core::analyze::{Analysis, AnalyzeOptions, analyze};
 use tcpstall_core::segment::NANOS_PER_MILLI;
 use tcpstall_sim::scenario::{Scenario, SocketOptions};
 
-use crate::capture::{Capture, Packet, write_pcap};
+use crate::capture::{Capture, Packet, Point, write_pcap};
 use crate::exchange::{self, Exchange, Measured, Placement, Plan};
+use crate::held::{self, Until};
 use crate::measure::{self, LatencySummary};
 use crate::net::Net;
 use crate::{LabError, Result};
@@ -45,6 +46,9 @@ pub struct LabRun {
     pub stalled: Vec<bool>,
     pub summary: LatencySummary,
     pub packets: Option<Vec<Packet>>,
+    /// On the delay line, the server's end captured beside `packets` (the client's end);
+    /// on loopback `packets` sees both ends.
+    pub server_packets: Option<Vec<Packet>>,
     pub analysis: Option<Analysis>,
     /// Per transaction: the analyzer found a TCP stall ending inside it.
     pub analyzer_stalled: Option<Vec<bool>>,
@@ -67,6 +71,20 @@ impl LabRun {
             .zip(&self.baselines)
             .map(|(t, &b)| t.latency.saturating_sub(b))
             .collect()
+    }
+
+    /// Per transaction: whether the captures at both ends of the line show a pure ACK on
+    /// its chain held for a delayed-ACK timer ([`crate::held`]), `None` for one whose chain
+    /// they do not show; nothing without a capture.
+    pub fn held_by_ack(&self) -> Option<Vec<Option<bool>>> {
+        let client = self.packets.as_deref()?;
+        let server = self.server_packets.as_deref().unwrap_or(client);
+        Some(held::held_by_ack(
+            &self.exchange.transactions,
+            Until::OwnEnd(END_TOLERANCE),
+            client,
+            server,
+        ))
     }
 }
 
@@ -114,8 +132,16 @@ impl Lab {
         } else {
             None
         };
+        let server_capture = match (&capture, &self.net.line) {
+            (Some(_), Some(_)) => Some(Capture::start_at(
+                self.net.capture_ns_at(Point::Server)?.cloned(),
+                Point::Server,
+            )?),
+            _ => None,
+        };
         let exchange = self.exchange(&plan, options.time_limit)?;
         let packets = capture.map(Capture::finish).transpose()?;
+        let server_packets = server_capture.map(Capture::finish).transpose()?;
         let latencies: Vec<Duration> = exchange.transactions.iter().map(|t| t.latency).collect();
         let reference_latencies: Vec<Duration> = reference_run
             .transactions
@@ -148,6 +174,7 @@ impl Lab {
             stalled,
             summary,
             packets,
+            server_packets,
             analysis,
             analyzer_stalled,
         })

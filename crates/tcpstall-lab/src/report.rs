@@ -6,7 +6,7 @@ use tcpstall_core::detect::StallClass;
 
 use crate::compare::{Confusion, SimComparison};
 use crate::lab::LabRun;
-use crate::measure::{STALL_MARGIN, millis};
+use crate::measure::{SLOW_MARGIN, STALL_MARGIN, millis};
 use crate::suites::{DelayPoint, LATE_LIMIT, MAX_ATTEMPTS, MatrixResult, Row, VaryingRow};
 
 /// One run: its latency, throughput and stalled transactions.
@@ -152,6 +152,108 @@ pub fn table_text(title: &str, rows: &[Row]) -> String {
             format!("{}/{}", row.sim_stalled(), row.sim.pairs.len()),
             row.sim.confusion.agreement() * 100.0
         );
+    }
+    out
+}
+
+/// Seed 002's table: each row's exchanges that waited for a delayed ACK by its captures at
+/// both ends of the line, whether the analyzer found exactly those in the same capture,
+/// and the simulator against the same truth (`-` where nothing was captured).
+pub fn seed002_text(title: &str, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{title}");
+    let _ = writeln!(
+        out,
+        "  {:<36} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8}   {:>9} {:>8} {:>7}",
+        "scenario",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "tx/s",
+        "waited",
+        "analyze",
+        "sim p50",
+        "sim st.",
+        "agree"
+    );
+    let mut differ = Vec::new();
+    for row in rows {
+        let s = row.summary();
+        let waited = row.waited();
+        let (count, analyze, agree) = match &waited {
+            Some(w) => {
+                let unknown = match w.unknown() {
+                    0 => String::new(),
+                    n => format!("+{n}?"),
+                };
+                let c = w.analyzer();
+                let analyze = if w.exact() {
+                    "exact".to_string()
+                } else {
+                    format!("+{} -{}", c.false_positives, c.false_negatives)
+                };
+                (
+                    format!("{}/{}{unknown}", w.count(), w.held.len()),
+                    analyze,
+                    format!("{:.0}%", w.simulator(&row.sim).agreement() * 100.0),
+                )
+            }
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<36} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.1} {:>8} {:>8}   {:>9.3} {:>8} {:>7}",
+            row.name,
+            s.p50_ms,
+            s.p90_ms,
+            s.p99_ms,
+            s.max_ms,
+            s.transactions_per_second,
+            count,
+            analyze,
+            row.sim_p50_ms(),
+            format!("{}/{}", row.sim_stalled(), row.sim.pairs.len()),
+            agree
+        );
+        if let Some(w) = waited.filter(|w| !w.exact()) {
+            let numbered = |pick: &dyn Fn(Option<bool>, bool) -> bool| -> String {
+                let picked: Vec<String> = w
+                    .held
+                    .iter()
+                    .zip(&w.found)
+                    .enumerate()
+                    .filter(|(_, (h, f))| pick(**h, **f))
+                    .map(|(i, _)| format!("#{}", i + 1))
+                    .collect();
+                if picked.is_empty() {
+                    "none".into()
+                } else {
+                    picked.join(" ")
+                }
+            };
+            differ.push(format!(
+                "  analyzer differs: {}: a stall in {} that did not wait, none in {} that did; chain not shown: {}",
+                row.name,
+                numbered(&|h, f| f && h == Some(false)),
+                numbered(&|h, f| !f && h == Some(true)),
+                numbered(&|h, _| h.is_none()),
+            ));
+        }
+    }
+    if rows.iter().any(|r| r.waited().is_some()) {
+        let _ = writeln!(
+            out,
+            "waited:       exchanges whose chain in the captures at both ends holds a pure ACK held {} ms or more (a delayed-ACK timer)",
+            SLOW_MARGIN.as_millis()
+        );
+        let _ = writeln!(
+            out,
+            "analyze:      the analyzer on the same capture: exact when its stalls end in those exchanges and no other (+ more, - fewer)"
+        );
+    }
+    for line in differ {
+        let _ = writeln!(out, "{line}");
     }
     out
 }

@@ -12,9 +12,9 @@ use crate::Result;
 use crate::capture::Point;
 use crate::compare::{Confusion, SimComparison, compare_with_simulator};
 use crate::delayline::{Lateness, Variation};
-use crate::held::ack_waits_ms;
+use crate::held::{self, Until};
 use crate::lab::{Lab, LabRun, RunOptions, analyzer_stalled, diagnose};
-use crate::measure::{LatencySummary, SLOW_MARGIN, Timed, judge_round_trips};
+use crate::measure::{LatencySummary, Timed, judge_round_trips};
 use crate::programs::{Java, Program, ProgramRun};
 
 /// One row of a side-by-side table: a scenario, the lab's run, the simulator's view.
@@ -39,6 +39,60 @@ impl Row {
 
     pub fn sim_stalled(&self) -> usize {
         self.sim.pairs.iter().filter(|p| p.sim_stalled).count()
+    }
+
+    /// The exchanges the row's captures show waiting for a delayed ACK, and the analyzer's
+    /// verdict on the same capture; nothing without a capture.
+    pub fn waited(&self) -> Option<Waited> {
+        Some(Waited {
+            held: self.run.held_by_ack()?,
+            found: self.run.analyzer_stalled.clone()?,
+        })
+    }
+}
+
+/// The truth of one run from its captures at both ends of the line, and what the analyzer
+/// said of the same capture, exchange by exchange.
+pub struct Waited {
+    /// A pure ACK on the exchange's chain held for a delayed-ACK timer ([`crate::held`]);
+    /// `None` where the captures do not show its chain.
+    pub held: Vec<Option<bool>>,
+    /// A TCP stall the analyzer found ends while the exchange was in flight.
+    pub found: Vec<bool>,
+}
+
+impl Waited {
+    /// Exchanges that waited for a delayed ACK.
+    pub fn count(&self) -> usize {
+        self.held.iter().filter(|h| **h == Some(true)).count()
+    }
+
+    /// Exchanges whose chain the captures do not show.
+    pub fn unknown(&self) -> usize {
+        self.held.iter().filter(|h| h.is_none()).count()
+    }
+
+    /// The analyzer against the truth, over the exchanges whose chain is known.
+    pub fn analyzer(&self) -> Confusion {
+        let unknown: Vec<bool> = self.held.iter().map(Option::is_none).collect();
+        let held: Vec<bool> = self.held.iter().map(|h| *h == Some(true)).collect();
+        Confusion::of_judged(&self.found, &held, &unknown)
+    }
+
+    /// The analyzer found a stall in exactly the exchanges that waited, and every chain is
+    /// known.
+    pub fn exact(&self) -> bool {
+        let c = self.analyzer();
+        self.unknown() == 0 && c.false_positives == 0 && c.false_negatives == 0
+    }
+
+    /// The simulator's stalled exchanges against the truth.
+    pub fn simulator(&self, sim: &SimComparison) -> Confusion {
+        let predicted: Vec<bool> = sim.pairs.iter().map(|p| p.sim_stalled).collect();
+        let unknown: Vec<bool> = self.held.iter().map(Option::is_none).collect();
+        let held: Vec<bool> = self.held.iter().map(|h| *h == Some(true)).collect();
+        let n = predicted.len().min(held.len());
+        Confusion::of_judged(&predicted[..n], &held[..n], &unknown[..n])
     }
 }
 
@@ -504,8 +558,7 @@ impl VaryingRow {
 }
 
 /// Per round trip of a run: whether the captures at the client's and the server's ends
-/// show a pure ACK on its chain held at least [`SLOW_MARGIN`], a delayed-ACK timer
-/// ([`crate::held`]).
+/// show a pure ACK on its chain held for a delayed-ACK timer ([`crate::held`]).
 fn held_by_ack(run: &ProgramRun) -> Vec<bool> {
     let capture = |point: Point| {
         run.captures
@@ -513,14 +566,14 @@ fn held_by_ack(run: &ProgramRun) -> Vec<bool> {
             .find(|(p, _)| *p == point)
             .map_or(&[][..], |(_, packets)| packets.as_slice())
     };
-    let least = SLOW_MARGIN.as_secs_f64() * 1e3;
-    ack_waits_ms(
+    held::held_by_ack(
         &run.round_trips,
+        Until::NextStart,
         capture(Point::Client),
         capture(Point::Server),
     )
     .into_iter()
-    .map(|wait| wait.is_some_and(|w| w >= least))
+    .map(|held| held == Some(true))
     .collect()
 }
 
