@@ -188,6 +188,7 @@ pub fn chain(crossings: &[Crossing], start: i64, next: i64) -> Option<Chain> {
             return Some(Chain {
                 path_ms: path_ns as f64 / 1e6,
                 ack_wait_ms: ack_wait,
+                answer,
             });
         }
         // Its sender's end: the server for an inbound packet.
