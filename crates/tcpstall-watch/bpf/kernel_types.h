@@ -86,8 +86,14 @@ struct sock_cgroup_data {
 	struct cgroup *cgroup;
 };
 
+/* include/net/sock.h: a process holds the socket (sock_owned_by_user). */
+typedef struct {
+	int owned;
+} socket_lock_t;
+
 struct sock {
 	struct sock_common __sk_common;
+	socket_lock_t sk_lock;
 	struct socket *sk_socket;
 	struct sock_cgroup_data sk_cgrp_data;
 };

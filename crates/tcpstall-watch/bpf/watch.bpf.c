@@ -34,6 +34,9 @@
 #define EVENT_DELACK_FIRED 2
 #define EVENT_DELAYER_SIDE 3
 
+/* watch_event.flags */
+#define FIRED_DEFERRED 1
+
 /* Set by the loader before the programs load. */
 volatile const __u64 target_cgroup = 0;  /* 0: every cgroup */
 volatile const __u64 delack_timer_fn = 0; /* address of tcp_delack_timer */
@@ -62,7 +65,8 @@ struct watch_event {
 	__u16 family;
 	__u16 local_port;
 	__u16 remote_port;
-	__u16 pad;
+	/* EVENT_DELACK_FIRED: FIRED_DEFERRED when a process held the socket. */
+	__u16 flags;
 	__u8 local_addr[16];
 	__u8 remote_addr[16];
 	char comm[16];
@@ -390,6 +394,10 @@ int BPF_PROG(on_timer_fire, struct timer_list *timer, unsigned long baseclk)
 	if (e) {
 		e->kind = EVENT_DELACK_FIRED;
 		e->end_ns = now;
+		/* tcp_delack_timer (net/ipv4/tcp_timer.c): a socket a process holds defers the
+		 * handler, and so its ACK, to release_sock (TCP_DELACK_TIMER_DEFERRED). */
+		if (BPF_CORE_READ(sk, sk_lock.owned))
+			e->flags = FIRED_DEFERRED;
 		/* The timer as it ran: from the last segment's arrival (tcp_rcv_established
 		 * refreshes tp->tcp_clock_cache, on the clock bpf_ktime_get_ns reads) to now. */
 		__u64 last_in = BPF_CORE_READ((struct tcp_sock *)key, tcp_clock_cache);

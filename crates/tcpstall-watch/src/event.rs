@@ -9,6 +9,8 @@ pub const RAW_EVENT_SIZE: usize = 144;
 const KIND_NAGLE_HOLD: u32 = 1;
 const KIND_DELACK_FIRED: u32 = 2;
 const KIND_DELAYER_SIDE: u32 = 3;
+/// `watch_event.flags` of a fired timer: a process held the socket.
+const FIRED_DEFERRED: u16 = 1;
 const AF_INET: u16 = 2;
 const AF_INET6: u16 = 10;
 
@@ -95,6 +97,9 @@ pub struct DelayedAckFired {
     /// The timer as it ran on its socket: from the last segment's arrival to the fire,
     /// by the socket's own clock (`None` when unknown).
     pub timer_ns: Option<u64>,
+    /// A process held the socket when the timer fired: the kernel sends the ACK when it
+    /// lets go (`release_sock`), later by as long as it held it.
+    pub deferred: bool,
 }
 
 /// Seen on the side that delayed its ACK: its delayed-ACK timer fired with an ACK pending
@@ -201,8 +206,8 @@ const REMOTE_PORT: Field = Field {
     at: 48,
     size: 2,
 };
-const PAD: Field = Field {
-    name: "pad",
+const FLAGS: Field = Field {
+    name: "flags",
     at: 50,
     size: 2,
 };
@@ -276,7 +281,7 @@ const LAYOUT: [Field; 23] = [
     FAMILY,
     LOCAL_PORT,
     REMOTE_PORT,
-    PAD,
+    FLAGS,
     LOCAL_ADDR,
     REMOTE_ADDR,
     COMM,
@@ -366,6 +371,7 @@ pub fn decode(record: &[u8]) -> Result<WatchEvent, DecodeError> {
             socket,
             fired_ns: end_ns,
             timer_ns: (timer_ns > 0).then_some(timer_ns),
+            deferred: f.u16(FLAGS) & FIRED_DEFERRED != 0,
         })),
         KIND_DELAYER_SIDE => Ok(WatchEvent::DelayedAckAnswered(DelayedAckAnswered {
             socket,

@@ -320,7 +320,9 @@ impl StallAssembler {
 
     /// The peer's timer that fired during the hold, shortly before the ACK arrived (the
     /// peer's socket has the hold's endpoints swapped), marked as claimed by the hold.
-    /// Timers are searched from the newest back to those older than the hold.
+    /// Timers are searched from the newest back to those older than the hold. A timer
+    /// that fired while a process held the peer's socket sent its ACK only when the
+    /// process let go (tcp_delack_timer defers to release_sock), any time later.
     fn releasing_timer(&mut self, hold: &NagleHold) -> Option<usize> {
         let i = self
             .fired
@@ -333,8 +335,9 @@ impl StallAssembler {
                     && f.socket.remote == hold.socket.local
                     && f.fired_ns >= hold.start_ns
                     && f.fired_ns <= hold.released_ns
-                    && hold.released_ns - f.fired_ns
-                        <= TIMER_TO_ACK_NS + u64::from(hold.smoothed_rtt_us) * 1000
+                    && (f.deferred
+                        || hold.released_ns - f.fired_ns
+                            <= TIMER_TO_ACK_NS + u64::from(hold.smoothed_rtt_us) * 1000)
             })
             .map(|from_back| self.fired.len() - 1 - from_back)?;
         self.fired[i].claimed = true;
@@ -606,6 +609,24 @@ mod tests {
         a.push(hold(0, 41 * MS));
         a.push(fired(41 * MS - 10_000));
         assert_eq!(a.finish()[0].evidence, Evidence::TimerSeen);
+    }
+
+    #[test]
+    fn a_timer_deferred_by_a_process_holding_the_socket_releases_later() {
+        // The timer fired 40 ms into the hold while the server's process held its
+        // socket; the ACK left when it let go, 30 ms later.
+        let deferred = |deferred: bool| {
+            let WatchEvent::DelayedAckFired(mut timer) = fired(40 * MS) else {
+                unreachable!()
+            };
+            timer.deferred = deferred;
+            let mut a = assembler();
+            a.push(WatchEvent::DelayedAckFired(timer));
+            a.push(hold(0, 70 * MS));
+            a.finish()[0].evidence
+        };
+        assert_eq!(deferred(true), Evidence::TimerSeen);
+        assert_eq!(deferred(false), Evidence::Inferred);
     }
 
     #[test]
