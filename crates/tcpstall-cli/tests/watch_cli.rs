@@ -120,14 +120,27 @@ fn every_stalled_round_trip_is_reported_with_the_client_as_holder() {
         let pid = w.summary["command"]["pid"]
             .as_u64()
             .ok_or("no command pid")?;
+        // The server's timer is seen firing; on a busy host its process may read the
+        // small segment before the late timer runs, and that read sends the ACK
+        // (tcp_cleanup_rbuf): no timer fired, and the stall is inferred from the hold.
+        let mut seen_firing = 0;
         for stall in &w.stalls {
             if stall["class"] != "nagle-delayed-ack"
                 || stall["holder"]["pid"].as_u64() != Some(pid)
                 || stall["holder"]["comm"] != "echo_pair"
-                || stall["evidence"] != "timer-seen"
+                || !(stall["evidence"] == "timer-seen" || stall["evidence"] == "inferred")
             {
                 return Err(format!("stall not as expected (command pid {pid}): {stall}").into());
             }
+            seen_firing += usize::from(stall["evidence"] == "timer-seen");
+        }
+        if seen_firing * 2 < w.stalls.len() {
+            return Err(format!(
+                "{seen_firing} of {} stalls saw the server's timer fire: {}",
+                w.stalls.len(),
+                w.stdout
+            )
+            .into());
         }
         if w.summary["total"]["stalls"].as_i64() != Some(reported) {
             return Err(format!("summary disagrees: {}", w.summary).into());
