@@ -50,6 +50,9 @@ pub struct Accuracy {
     /// where it named that timer.
     pub stacks_read: usize,
     pub stacks_named_right: usize,
+    /// Stalled directions where `analyze` named no stack but said, in so many words, it
+    /// could be one of several, the delayer's among them: not wrong, not named.
+    pub stacks_among_could_be: usize,
 }
 
 impl Accuracy {
@@ -68,6 +71,7 @@ impl Accuracy {
         self.stalls_where_none += other.stalls_where_none;
         self.stacks_read += other.stacks_read;
         self.stacks_named_right += other.stacks_named_right;
+        self.stacks_among_could_be += other.stacks_among_could_be;
     }
 
     /// The share of stalled directions whose delayer's stack was named right.
@@ -76,6 +80,13 @@ impl Accuracy {
             self.stacks_named_right,
             self.stacks_read - self.stacks_named_right,
         )
+    }
+
+    /// The share of stalled directions whose delayer's stack was named right or stated
+    /// among the stacks it could be.
+    pub fn stacks_not_wrong(&self) -> f64 {
+        let not_wrong = self.stacks_named_right + self.stacks_among_could_be;
+        share(not_wrong, self.stacks_read - not_wrong)
     }
 
     pub fn precision(&self) -> f64 {
@@ -193,9 +204,13 @@ pub fn evaluate_with_stacks(
             // only a tick explains among the stacks named.
             let right = profile.timer == truth
                 || (profile.timer == TimerGuess::Other && profile.could_be == [truth]);
+            let among = profile.timer == TimerGuess::Other
+                && profile.could_be.len() > 1
+                && profile.could_be.contains(&truth);
             if right {
                 accuracy.stacks_named_right += 1;
             } else {
+                accuracy.stacks_among_could_be += usize::from(among);
                 accuracy.note(format!(
                     "stack: the {} delays with {}; analyze read {} ms median: {}",
                     profile.role.name(),
@@ -397,6 +412,14 @@ pub const FAMILIES: &[(&str, &str)] = &[
         "delayer-stack",
         "Linux, Windows, BSD-tick and macOS delayers over 20, 60 (+0-40) and 150 ms paths whose delay varies",
     ),
+    (
+        "upstream-relay",
+        "a relay writing what a slow upstream delivers as it trickles in: its writes follow the upstream, not the ACKs",
+    ),
+    (
+        "transfer-end",
+        "FTP control replies: 150, then 226 written when the data connection closes, a time the transfer sets",
+    ),
 ];
 
 const CLASSIC_PATTERNS: [&str; 8] = [
@@ -478,6 +501,8 @@ pub fn cells(transactions: u32) -> Vec<CellSpec> {
     clocked_senders(&mut cells);
     paced_bulk(&mut cells);
     delayer_stacks(&mut cells);
+    upstream_relays(&mut cells);
+    transfer_ends(&mut cells);
     cells
 }
 
@@ -1030,6 +1055,112 @@ fn delayer_stacks(cells: &mut Vec<CellSpec>) {
                     |f| {
                         f.link.delay_variation = variation;
                         f.workload.transactions = 8;
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// A fixed sequence of draws in [0, 1) (xorshift64*), so a family's irregular timings are
+/// the same in every run of the matrix.
+struct Draws(u64);
+
+impl Draws {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// When a relay writes what its upstream delivers, starting at `start` ms: a burst every
+/// `mean_gap` ms or so (half to one and a half of it), each of one to three upstream
+/// segments of 1448 B and a shorter tail, written as each arrives (`spacing` ms apart).
+fn upstream_arrivals(
+    draws: &mut Draws,
+    start: f64,
+    mean_gap: f64,
+    spacing: f64,
+) -> Vec<(f64, u32)> {
+    let mut writes = Vec::new();
+    let mut at = start;
+    for _ in 0..14 {
+        let full = (draws.next() * 3.0) as usize;
+        for k in 0..full {
+            writes.push((at + spacing * k as f64, 1448));
+        }
+        let tail = 100 + (draws.next() * 1300.0) as u32;
+        writes.push((at + spacing * full as f64, tail));
+        at += mean_gap * (0.5 + draws.next());
+    }
+    writes
+}
+
+fn upstream_relays(cells: &mut Vec<CellSpec>) {
+    // A relay (nginx with proxy_buffering off, HAProxy, a TLS terminator) writes what its
+    // upstream delivers as it arrives (one read, one write): its writes follow the
+    // upstream's arrivals, never the client's ACKs, and a data segment that leaves just
+    // after an ACK arrives does so by chance. nginx and HAProxy set TCP_NODELAY on client
+    // connections; a relay that does not is held by Nagle like any other sender.
+    let mut draws = Draws(0x005e_ed0f_7e1a);
+    for client in ["linux", "windows"] {
+        for nodelay in [true, false] {
+            // Upstreams slower than, as slow as and faster than the client's round trip,
+            // their segments spaced by a link of a few Mbit/s.
+            for (rtt, mean_gap, spacing) in
+                [(20.0, 35.0, 3.0), (100.0, 90.0, 5.0), (190.0, 60.0, 12.0)]
+            {
+                let writes = upstream_arrivals(&mut draws, rtt * 1.5, mean_gap, spacing);
+                at_each_capture(
+                    cells,
+                    "upstream-relay",
+                    format!(
+                        "upstream bursts every {mean_gap} ms or so{}",
+                        if nodelay { ", TCP_NODELAY" } else { "" }
+                    ),
+                    (client, "linux", "script", rtt),
+                    |f| {
+                        f.server.options.nodelay = nodelay;
+                        f.workload.client_script = vec![(0.0, 420)];
+                        f.workload.server_script = writes.clone();
+                    },
+                );
+            }
+        }
+    }
+}
+
+fn transfer_ends(cells: &mut Vec<CellSpec>) {
+    // FTP (RFC 959 4.2): on the control connection the server writes `150` when it opens
+    // the data connection and `226` when that connection has closed, so the 226 leaves
+    // when the transfer ends, a time the file's size and the data path set, not the
+    // client's ACK of the 150. The client sends its next command once the 226 arrives.
+    let mut draws = Draws(0x00f7_b226);
+    for client in ["linux", "windows"] {
+        for server in ["linux", "freebsd"] {
+            for rtt in [1.0, 20.0, 60.0] {
+                let mut client_script = Vec::new();
+                let mut server_script = Vec::new();
+                let mut command = 0.0;
+                for _ in 0..10 {
+                    client_script.push((command, 16));
+                    let opened = command + rtt / 2.0 + 0.3;
+                    server_script.push((opened, 54));
+                    // The transfer: 2 to 400 ms, whatever the control connection does.
+                    let closed = opened + 2.0 + 398.0 * draws.next();
+                    server_script.push((closed, 24));
+                    command = closed + rtt / 2.0 + 1.0;
+                }
+                at_each_capture(
+                    cells,
+                    "transfer-end",
+                    "226 when the data connection closes".into(),
+                    (client, server, "script", rtt),
+                    |f| {
+                        f.workload.client_script = client_script.clone();
+                        f.workload.server_script = server_script.clone();
                     },
                 );
             }

@@ -59,8 +59,13 @@ fn missed_stall_reasons<'a>(
 }
 
 fn assert_no_false_stall(family: &str) {
+    assert_no_false_stall_in_runs(family, 100);
+}
+
+/// No stall where the truth has none, over more than `least_runs` runs of `family`.
+fn assert_no_false_stall_in_runs(family: &str, least_runs: usize) {
     let (runs, total) = false_stalls(family);
-    assert!(runs > 100, "{family}: only {runs} runs");
+    assert!(runs > least_runs, "{family}: only {runs} runs");
     assert!(total.gaps > 0, "{family}: no gap to judge");
     assert_eq!(
         total.stalls_where_none,
@@ -782,4 +787,40 @@ fn the_delayers_stack_is_named_through_a_varying_path() {
             ticks.misses
         );
     }
+}
+
+#[test]
+fn a_relay_writing_as_its_upstream_delivers_is_not_stalled() {
+    // Its writes follow the upstream's arrivals, not the client's ACKs: no stall of any
+    // kind where the truth has none, from every capture point.
+    assert_no_false_stall_in_runs("upstream-relay", 30);
+    let (_, total) = false_stalls("upstream-relay");
+    assert_eq!(total.false_positives, 0, "{:?}", total.misses);
+}
+
+#[test]
+fn a_reply_timed_by_another_connections_end_is_no_stall_beside_its_writer() {
+    // At the server the 226 is seen leaving when it was written, whenever the ACK of the
+    // 150 came; from the client's side a 226 written just after that ACK arrived cannot
+    // be told from one it released (docs/accuracy.md).
+    let options = AnalyzeOptions::default();
+    let mut runs = 0;
+    let mut false_stalls = Vec::new();
+    for spec in cells(8).iter().filter(|c| c.family == "transfer-end") {
+        let cell = run_cell(spec, &options).expect("the family's scenarios are valid");
+        if cell.capture != "server" {
+            continue;
+        }
+        runs += 1;
+        let label = format!("{} -> {} RTT {} ms", cell.client, cell.server, cell.rtt_ms);
+        false_stalls.extend(false_stall_reasons(&cell, &label));
+    }
+    assert!(runs >= 12, "transfer-end: only {runs} runs at the server");
+    assert_none("transfer-end: false stalls at the server", &false_stalls);
+}
+
+#[test]
+fn a_226_held_behind_the_150_is_found() {
+    // A 226 written while the 150 waits for its delayed ACK is held by Nagle: a stall.
+    assert_every_stall_found("transfer-end");
 }
