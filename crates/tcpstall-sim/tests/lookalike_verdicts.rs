@@ -504,3 +504,42 @@ fn a_bulk_block_stalls_on_its_tail_only_with_an_odd_segment_count() {
     j.assert_no_false_stall();
     assert_eq!(j.diagnosis.verdict, Verdict::NoStall, "{}", j.describe());
 }
+
+/// A Linux server (Minshall's variant of Nagle) answers each request with 5 bytes, then a
+/// write of two full segments and a small tail, over a 250 ms path seen at a Windows
+/// client. The tail waits behind the 5 bytes; the client's ACK for them and the first
+/// full segment comes at once and releases it, and its delayed ACK for the second full
+/// segment passes the capture point before the tail does, sooner than the path's round
+/// trip before it. The tail answered the prompt ACK: no stall.
+#[test]
+fn a_release_on_an_earlier_prompt_ack_is_not_held_by_a_later_delayed_one() {
+    let mut file = scenario("windows", "linux", "script");
+    file.link.rtt_ms = 250.0;
+    file.link.jitter_ms = 10.0;
+    file.capture = Some("client".into());
+    let full = 1460;
+    for k in 0..12 {
+        let t = 100.0 + 1000.0 * f64::from(k);
+        file.workload.client_script.push((t, 10));
+        file.workload
+            .server_script
+            .extend([(t + 130.0, 5), (t + 130.1, 2 * full + 29)]);
+    }
+    let j = judge(&file);
+    j.assert_no_false_stall();
+    let mut delayed_before_tail = 0;
+    let tails = j
+        .result
+        .gaps
+        .iter()
+        .filter(|g| g.sender == SERVER && g.bytes == 29);
+    for gap in tails {
+        let ack = previous_from(&j, gap, CLIENT);
+        assert_eq!(gap.label, Label::NoGap, "{}", j.describe());
+        if ack.segment.kind == SegmentKind::DelayedAck {
+            assert!(gap.end - ack.time < 250 * MS, "{}", j.describe());
+            delayed_before_tail += 1;
+        }
+    }
+    assert!(delayed_before_tail > 0, "{}", j.describe());
+}
