@@ -346,3 +346,84 @@ fn stalls_both_ways_are_told_apart_per_direction() {
     assert_eq!(d.directions[0].holder, Role::Server);
     assert_eq!(d.stall_count, 6);
 }
+
+/// A pure ACK from the client for the server's data up to `acked` (a sequence number),
+/// where `Wire::ack` acknowledges all of it.
+fn client_ack_up_to(wire: &mut Wire, t: Nanos, acked: u32) {
+    let segment = Segment {
+        time: t,
+        src: wire.client,
+        dst: wire.server,
+        seq: SeqNumber(wire.client_next),
+        ack: SeqNumber(acked),
+        flags: TcpFlags(TcpFlags::ACK),
+        window: wire.window,
+        payload_len: 0,
+        options: TcpOptions::default(),
+        tunnel: 0,
+    };
+    wire.packet += 1;
+    wire.table.observe(&segment, wire.packet);
+}
+
+/// A POP3-like exchange seen beside the client, the server 100 ms away, no timestamps: a
+/// request, the server's 5-byte "+OK" after 0 to 35 ms of its own time (the replies spread
+/// that much), then a write of two full segments and a 29-byte tail. The "+OK" and the
+/// first full segment draw the client's ACK at once; the second full segment waits for
+/// its timer, 38 ms, and that ACK passes the capture point `tail_after_delayed` before
+/// the tail does.
+fn minshall_tails(tail_after_delayed: impl Fn(Nanos) -> Nanos) -> Vec<StallClass> {
+    let server_rtt = 100 * MS;
+    let mut wire = Wire::new(1000, 5000);
+    wire.timestamps = false;
+    let mut t = wire.handshake(0, 50 * US, server_rtt) + MS;
+    for think in [0, 35, 10, 20, 5, 30] {
+        wire.data(true, t, 10);
+        let reply = t + server_rtt + think * MS + 30 * US;
+        wire.data(false, reply, 5);
+        wire.data(false, reply + 12 * US, 1460);
+        let first_full_end = wire.server_next;
+        wire.data(false, reply + 24 * US, 1460);
+        // The client's ACK for "+OK" and the first full segment, at once: it leaves no
+        // sub-MSS segment unacknowledged, so a Minshall sender may send its tail on it.
+        let prompt = reply + 60 * US;
+        client_ack_up_to(&mut wire, prompt, first_full_end);
+        let delayed = reply + 24 * US + 38 * MS;
+        wire.ack(true, delayed);
+        let tail = prompt + server_rtt + 30 * US;
+        let tail = tail.max(delayed + tail_after_delayed(server_rtt));
+        wire.data(false, tail, 29);
+        wire.ack(true, tail + 38 * MS);
+        t = tail + 300 * MS;
+    }
+    let d = wire.only();
+    d.events.iter().map(|e| e.class).collect()
+}
+
+/// The tail leaves one round trip after the prompt ACK, 62 ms after the delayed one:
+/// sooner than the least round trip (100 ms) after it, though within what the replies'
+/// spread (35 ms) allows. The delayed ACK cannot have released it; the prompt one, which
+/// left no sub-MSS segment unacknowledged, did (Minshall's variant of Nagle).
+#[test]
+fn a_tail_released_by_an_earlier_prompt_ack_is_no_stall() {
+    let classes = minshall_tails(|_| 0);
+    assert!(
+        !classes.contains(&StallClass::NagleDelayedAck),
+        "{classes:?}"
+    );
+}
+
+/// The same exchange with the tail one round trip after the delayed ACK: that ACK
+/// released it, and the stall stays.
+#[test]
+fn a_tail_released_by_the_later_delayed_ack_is_a_stall() {
+    let classes = minshall_tails(|server_rtt| server_rtt + 30 * US);
+    assert_eq!(
+        classes
+            .iter()
+            .filter(|&&c| c == StallClass::NagleDelayedAck)
+            .count(),
+        6,
+        "{classes:?}"
+    );
+}

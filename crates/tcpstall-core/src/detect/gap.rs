@@ -112,6 +112,10 @@ pub struct GapContext {
     /// where the other side's segment in the gap, if any, cannot have released the data
     /// ([`release::answered_instead`](super::release::answered_instead)).
     pub late_ack_before_gap: Option<Box<PeerSegment>>,
+    /// The other side's pure ACK before `last_from_peer`, when it came inside the gap too:
+    /// the data may have answered it instead
+    /// ([`release::released_by_earlier_ack`](super::release::released_by_earlier_ack)).
+    pub earlier_ack_in_gap: Option<Box<PeerSegment>>,
     /// The other side advertised a zero window during the gap.
     pub peer_zero_window: bool,
     /// Full-sized segments in the sender's current message so far.
@@ -136,6 +140,7 @@ impl GapContext {
         GapContext {
             last_from_peer: Some(ack.clone()),
             late_ack_before_gap: None,
+            earlier_ack_in_gap: None,
             prompt_round_trip: None,
             release_round_trip: None,
             release_reply_bound: None,

@@ -36,8 +36,11 @@ pub use gap::{DetectConfig, GapContext, PeerSegment, SenderClock, sender_clock};
 /// Names the cause of one gap, or returns `None` when the gap is only the path's round
 /// trip (no delay beyond it reaches the threshold).
 pub fn classify_gap(ctx: &GapContext, config: &DetectConfig) -> Option<StallEvent> {
-    // Seen near the receiver, the ACK the data answered may have left before the gap.
-    let answering = release::answered_instead(ctx).map(|late| ctx.answering(late));
+    // Seen near the receiver, the ACK the data answered may have left before the gap, or
+    // before the other side's last ACK in it.
+    let answering = release::answered_instead(ctx)
+        .or_else(|| release::released_by_earlier_ack(ctx))
+        .map(|ack| ctx.answering(ack));
     let ctx = answering.as_ref().unwrap_or(ctx);
     let mut event = StallEvent::opened_by(ctx);
     let (Break(verdict) | Continue(verdict)) = chain(ctx, config, &mut event);

@@ -87,6 +87,25 @@ pub fn answered_instead(ctx: &GapContext) -> Option<&PeerSegment> {
     }
 }
 
+/// The other side's earlier ACK in the gap that the data answered instead of its last
+/// one, if any: the data came sooner than the least round trip after the last ACK (no
+/// spread allowed), on time after the earlier one, and the earlier one left no sub-MSS
+/// segment unacknowledged, so even a Nagle sender could send on it (Minshall's variant:
+/// Linux tcp_nagle_check holds a partial segment only while tcp_minshall_check finds
+/// snd_sml unacknowledged; a sender without Nagle, or held by its window, sends too).
+pub fn released_by_earlier_ack(ctx: &GapContext) -> Option<&PeerSegment> {
+    let earlier = ctx.earlier_ack_in_gap.as_deref()?;
+    let last = ctx.last_from_peer.as_ref()?;
+    let too_soon_after_last = echo(ctx, last) != Echo::EchoesAck
+        && sooner_than_the_least_round_trip(ctx, ctx.gap_end - last.time);
+    let cleared = earlier.ack_advanced && !earlier.small_outstanding_after;
+    let on_time = matches!(
+        release_by(ctx, earlier),
+        Release::Proven { .. } | Release::OnTime { .. }
+    );
+    (too_soon_after_last && cleared && on_time).then_some(earlier)
+}
+
 /// Link 1: the data left as soon as `ack` could have reached its sender. Data seen
 /// sooner than one round trip (capture point to sender and back, its measured minimum)
 /// after the ACK was already on its way; later than the round trips the connection

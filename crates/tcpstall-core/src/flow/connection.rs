@@ -246,6 +246,13 @@ impl Connection {
         {
             dir.last_bare_tsval = Some((own.tsval, own.time));
         }
+        let pure_ack_before =
+            own.has(LastSegment::ACK_ADVANCED) && !own.has(LastSegment::CARRIES_DATA);
+        if pure_ack_before {
+            dir.previous_ack = *own;
+        } else {
+            dir.previous_ack.flags = 0;
+        }
         // Recorded in place: this runs on every segment.
         self.dirs[x].last = LastSegment::begin(packet, t, previous_time);
         // RFC 7323 4.3: the other side updates TS.Recent from this segment only if it

@@ -125,6 +125,9 @@ pub struct Direction {
     /// This side's last pure ACK, kept when data of its own followed it: the ACK a
     /// release that crossed that data was answering.
     pub(super) last_pure_ack: LastSegment,
+    /// This side's segment before its last, when that was a pure ACK of new data (flags
+    /// clear otherwise): a second candidate for a release in the other side's gap.
+    pub(super) previous_ack: LastSegment,
     /// This side's latest late ACKs ([`LateAcks`]), kept from its first one.
     pub(super) late_acks: Option<Box<LateAcks>>,
 }

@@ -86,6 +86,13 @@ impl Connection {
                     .then_some(late)
             };
             let late_ack_before_gap = named_late_ack.or_else(latest_late_ack).map(Box::new);
+            // The peer's pure ACK before its last one, if it came inside the gap too.
+            let earlier_ack_in_gap = last_from_peer
+                .as_ref()
+                .filter(|_| !crossed)
+                .and_then(|last| peer.previous_ack.get(last.window_before.map(u64::from)))
+                .filter(in_gap)
+                .map(Box::new);
             // The round trip of the peer's last prompt ACK, if it covered the same
             // flight of data as the candidate release.
             let prompt_round_trip = last_from_peer
@@ -134,6 +141,7 @@ impl Connection {
                 sender_full_segment_serialization: 0,
                 last_from_peer,
                 late_ack_before_gap,
+                earlier_ack_in_gap,
                 peer_zero_window: self.dirs[y].zero_window_in_gap,
                 block_full_segments: self.dirs[x].message_full_segments,
                 burst_bytes: 0,
