@@ -709,33 +709,23 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
 }
 
 /// Per capture point: the share of stalled directions whose delayer's stack `analyze`
-/// named right (counting the stacks it names: Linux, FreeBSD, Windows/AIX, a BSD tick),
-/// then the share named right or stated among the several it could be ("could be X or
-/// Y", the delayer's among them).
+/// named right (counting the stacks it names: Linux, FreeBSD, Windows/AIX, a BSD tick).
 fn stacks_named_text(cells: &[accuracy::MatrixCell]) -> String {
-    let mut named = String::from("delayer's stack named right in stalled directions:");
-    let mut not_wrong = String::from("named right or among the stacks it said it could be:");
+    let mut out = String::from("delayer's stack named right in stalled directions:");
     for capture in ["client", "server", "tap"] {
         let mut at = accuracy::Accuracy::default();
         for cell in cells.iter().filter(|c| c.capture == capture) {
             at.stacks_read += cell.accuracy.stacks_read;
             at.stacks_named_right += cell.accuracy.stacks_named_right;
-            at.stacks_among_could_be += cell.accuracy.stacks_among_could_be;
         }
-        named.push_str(&format!(
+        out.push_str(&format!(
             " at {capture} {:.4} ({}/{})",
             at.stacks_named(),
             at.stacks_named_right,
             at.stacks_read
         ));
-        not_wrong.push_str(&format!(
-            " at {capture} {:.4} ({}/{})",
-            at.stacks_not_wrong(),
-            at.stacks_named_right + at.stacks_among_could_be,
-            at.stacks_read
-        ));
     }
-    format!("{named}\n{not_wrong}")
+    out
 }
 
 /// The confusion matrix as a table: rows the truth, columns the detector's answer.

@@ -50,9 +50,6 @@ pub struct Accuracy {
     /// where it named that timer.
     pub stacks_read: usize,
     pub stacks_named_right: usize,
-    /// Stalled directions where `analyze` named no stack but said, in so many words, it
-    /// could be one of several, the delayer's among them: not wrong, not named.
-    pub stacks_among_could_be: usize,
 }
 
 impl Accuracy {
@@ -71,7 +68,6 @@ impl Accuracy {
         self.stalls_where_none += other.stalls_where_none;
         self.stacks_read += other.stacks_read;
         self.stacks_named_right += other.stacks_named_right;
-        self.stacks_among_could_be += other.stacks_among_could_be;
     }
 
     /// The share of stalled directions whose delayer's stack was named right.
@@ -80,13 +76,6 @@ impl Accuracy {
             self.stacks_named_right,
             self.stacks_read - self.stacks_named_right,
         )
-    }
-
-    /// The share of stalled directions whose delayer's stack was named right or stated
-    /// among the stacks it could be.
-    pub fn stacks_not_wrong(&self) -> f64 {
-        let not_wrong = self.stacks_named_right + self.stacks_among_could_be;
-        share(not_wrong, self.stacks_read - not_wrong)
     }
 
     pub fn precision(&self) -> f64 {
@@ -204,13 +193,9 @@ pub fn evaluate_with_stacks(
             // only a tick explains among the stacks named.
             let right = profile.timer == truth
                 || (profile.timer == TimerGuess::Other && profile.could_be == [truth]);
-            let among = profile.timer == TimerGuess::Other
-                && profile.could_be.len() > 1
-                && profile.could_be.contains(&truth);
             if right {
                 accuracy.stacks_named_right += 1;
             } else {
-                accuracy.stacks_among_could_be += usize::from(among);
                 accuracy.note(format!(
                     "stack: the {} delays with {}; analyze read {} ms median: {}",
                     profile.role.name(),

@@ -16,9 +16,7 @@ mod verdict;
 pub use fixes::{
     Fix, FixAction, FixKind, InferredScenario, InferredValue, Prediction, predicted_gain,
 };
-pub use timer::{
-    DelayedAckProfile, TimerGuess, TimerReading, infer_timer, read_timer, read_timer_with_ack_times,
-};
+pub use timer::{DelayedAckProfile, TimerGuess, TimerReading, infer_timer, read_timer};
 pub use verdict::{ConnectionDiagnosis, Verdict, diagnose};
 
 /// The two roles of a connection.

@@ -222,62 +222,6 @@ pub fn read_timer(delays: &[Nanos], ranges: &[(Nanos, Nanos)]) -> TimerReading {
     }
 }
 
-/// As [`read_timer`], knowing when each delayed ACK reached the capture point
-/// (`ack_times`, in the same order) and how much the delayer's leg of the path varies
-/// (`leg_spread`). A global tick (classic BSD's `tcp_fasttimo`, every 200 ms for all
-/// connections) sends each delayed ACK at one wall-clock phase of its period; where the
-/// data's arrivals drift in phase its delays spread over the period, but in a lock-step
-/// exchange they do not, and its one delay can be a per-connection timer's. A stack named
-/// from delays that agree is named only where the ACKs left at different phases of the
-/// tick; where they all left at one phase, the tick is among the stacks it could be.
-pub fn read_timer_with_ack_times(
-    delays: &[Nanos],
-    ranges: &[(Nanos, Nanos)],
-    ack_times: &[Nanos],
-    leg_spread: Nanos,
-) -> TimerReading {
-    let mut reading = read_timer(delays, ranges);
-    let per_connection = match (reading.timer, reading.could_be.as_slice()) {
-        (TimerGuess::Other, could_be) => could_be.to_vec(),
-        (TimerGuess::PhasedTick200, _) => return reading,
-        (named, _) => vec![named],
-    };
-    let tick_delays = ranges
-        .iter()
-        .all(|&(low, _)| low <= stacks::BSD_FAST_TICK + LATE_SLACK);
-    if per_connection.is_empty()
-        || per_connection.contains(&TimerGuess::PhasedTick200)
-        || !tick_delays
-        || !one_tick_phase(ack_times, leg_spread + LATE_SLACK)
-    {
-        return reading;
-    }
-    reading.timer = TimerGuess::Other;
-    reading.could_be = per_connection;
-    reading.could_be.push(TimerGuess::PhasedTick200);
-    reading
-}
-
-/// Whether two or more times all fall within `tolerance` of one phase of the 200 ms tick
-/// (the widest gap between neighbouring phases on the circle leaves the rest that narrow).
-fn one_tick_phase(times: &[Nanos], tolerance: Nanos) -> bool {
-    if times.len() < 2 {
-        return false;
-    }
-    let period = stacks::BSD_FAST_TICK;
-    let mut phases: Vec<Nanos> = times.iter().map(|t| t.rem_euclid(period)).collect();
-    phases.sort_unstable();
-    let widest_gap = phases
-        .windows(2)
-        .map(|w| w[1] - w[0])
-        .chain(std::iter::once(
-            phases[0] + period - phases[phases.len() - 1],
-        ))
-        .max()
-        .unwrap_or(period);
-    period - widest_gap <= tolerance
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,38 +318,5 @@ mod tests {
             TimerGuess::Fixed200,
             "a 200 ms timer fires at 184 ms at the soonest"
         );
-    }
-
-    #[test]
-    fn one_delay_at_one_phase_of_the_tick_could_be_the_tick() {
-        // 36 ms each time, every ACK leaving at 0.136 s modulo 200 ms: a Linux timer, or
-        // a tick met at the same phase by a lock-step exchange.
-        let delays = ms(&[36, 36, 36, 36]);
-        let ranges = through_path(&[36, 36, 36, 36], 0).1;
-        let acks = ms(&[136, 536, 936, 1336]);
-        let reading = read_timer_with_ack_times(&delays, &ranges, &acks, 0);
-        assert_eq!(reading.timer, TimerGuess::Other);
-        assert_eq!(
-            reading.could_be,
-            vec![TimerGuess::Linux40, TimerGuess::PhasedTick200]
-        );
-    }
-
-    #[test]
-    fn one_delay_at_drifting_phases_is_a_per_connection_timer() {
-        // The same delays, the ACKs 130 ms apart: a tick would have spread them.
-        let delays = ms(&[36, 36, 36, 36]);
-        let ranges = through_path(&[36, 36, 36, 36], 0).1;
-        let acks = ms(&[136, 266, 396, 526]);
-        let reading = read_timer_with_ack_times(&delays, &ranges, &acks, 0);
-        assert_eq!(reading.timer, TimerGuess::Linux40);
-        assert!(reading.could_be.is_empty());
-    }
-
-    #[test]
-    fn tick_phases_wrap_around_the_period() {
-        assert!(one_tick_phase(&ms(&[199, 401, 600]), 3 * MS));
-        assert!(!one_tick_phase(&ms(&[199, 410, 600]), 3 * MS));
-        assert!(!one_tick_phase(&ms(&[136]), 3 * MS));
     }
 }

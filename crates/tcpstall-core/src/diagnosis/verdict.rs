@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::fixes::{InferredScenario, rank_fixes};
-use super::timer::{DelayedAckProfile, read_timer_with_ack_times};
+use super::timer::{DelayedAckProfile, read_timer};
 use super::{DirectionDiagnosis, Fix, Role};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
@@ -336,16 +336,7 @@ fn direction_diagnosis(
         })
         .collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
-        let ack_times: Vec<Nanos> = held
-            .iter()
-            .filter(|e| e.ack_delay.is_some())
-            .filter_map(|e| e.ack_time)
-            .collect();
-        let reading = if ack_times.len() == delays.len() {
-            read_timer_with_ack_times(&delays, &ranges, &ack_times, spread)
-        } else {
-            read_timer_with_ack_times(&delays, &ranges, &[], spread)
-        };
+        let reading = read_timer(&delays, &ranges);
         DelayedAckProfile {
             role: side_roles[delayer],
             endpoint: endpoints[delayer],
