@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use super::acks::{PureAck, SAME_FLIGHT};
+use super::copies::CaptureCopies;
 use super::direction::{
     Direction, INITIAL_IN_FLIGHT, InFlight, LastSegment, MAX_TRACKED_IN_FLIGHT, RawHeader,
 };
@@ -56,6 +57,7 @@ pub struct Connection {
     /// Gaps waiting to be classified when the connection's round trips are known.
     pub(super) gaps: Vec<PendingGap>,
     pub duplicates: u64,
+    copies: CaptureCopies,
     /// The two endpoints, by side.
     pub endpoints: PerSide<SocketAddr>,
     /// The overlay network the connection runs in ([`Segment::tunnel`]), 0 when none.
@@ -96,6 +98,7 @@ impl Connection {
             pending_acked_data_time: PerSide::new(Nanos::MIN, Nanos::MIN),
             open_release: None,
             duplicates: 0,
+            copies: CaptureCopies::default(),
             clock: ClockStep::default(),
         }
     }
@@ -184,11 +187,9 @@ impl Connection {
         let t = segment.time;
 
         let raw = RawHeader::of(segment);
-        if segment.payload_len > 0
-            && self.dirs[x].last_raw == raw
-            && t - self.dirs[x].last_raw_time < 100_000
-        {
-            // The same packet captured twice (two interfaces, or "any"): count, skip.
+        if self.copies.is_copy(segment, x) {
+            // The same packet captured again (mirrored links, two interfaces, or "any"):
+            // count, skip.
             self.duplicates += 1;
             return;
         }
