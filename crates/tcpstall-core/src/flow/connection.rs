@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use super::acks::{PureAck, SAME_FLIGHT};
 use super::copies::CaptureCopies;
 use super::direction::{
-    Direction, INITIAL_IN_FLIGHT, InFlight, LastSegment, MAX_TRACKED_IN_FLIGHT, RawHeader,
+    Direction, INITIAL_IN_FLIGHT, InFlight, LastSegment, MAX_TRACKED_IN_FLIGHT,
 };
 use super::sender::SentData;
 use crate::detect::{DetectConfig, GapContext, StallEvent};
@@ -186,7 +186,6 @@ impl Connection {
         let y = x.other();
         let t = segment.time;
 
-        let raw = RawHeader::of(segment);
         if self.copies.is_copy(segment, x) {
             // The same packet captured again (mirrored links, two interfaces, or "any"):
             // count, skip.
@@ -195,7 +194,6 @@ impl Connection {
         }
         // This side's previous segment, for the ACK it may be.
         let previous_time = (self.dirs[x].packets > 0).then_some(self.dirs[x].last_raw_time);
-        self.dirs[x].last_raw = raw;
         self.dirs[x].last_raw_time = t;
         if self.packets < CLOCK_SAMPLE_PACKETS {
             self.clock.observe(t);
