@@ -467,7 +467,7 @@ impl Connection {
         let pure_ack = segment.payload_len == 0;
         self.dirs[x].record_rtt_sample(sample, pure_ack && !segment.flags.fin());
         if !pure_ack {
-            self.dirs[x].acks.note_reply(sample);
+            self.dirs[x].acks.note_reply(sample, t);
         }
         if pure_ack {
             // A pure ACK (a reply carrying the ACK measures the application too). Any
