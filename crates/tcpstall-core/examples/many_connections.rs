@@ -160,6 +160,7 @@ fn segment(
         flags: TcpFlags(flags),
         window: 1024,
         payload_len: len,
+        ip_id: 0,
         options: TcpOptions {
             mss: (flags & TcpFlags::SYN != 0).then_some(1460),
             ..TcpOptions::default()

@@ -621,6 +621,7 @@ impl Conn {
             flags: TcpFlags(p.flags),
             window,
             payload_len: p.len,
+            ip_id: 0,
             options,
             tunnel: 0,
         }

@@ -105,6 +105,9 @@ pub struct Segment {
     pub window: u16,
     /// Payload length from the IP header, even when the capture cut the payload off.
     pub payload_len: u32,
+    /// The IPv4 header's Identification field; 0 where there is none (IPv6, a source
+    /// without IP headers) and where a stack leaves it 0, which tells nothing.
+    pub ip_id: u16,
     pub options: TcpOptions,
     /// The overlay network that carried the segment (a VXLAN or Geneve network, an NVGRE
     /// virtual subnet), 0 when none. Two overlays may reuse the same addresses, so it is

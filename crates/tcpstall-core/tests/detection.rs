@@ -147,6 +147,7 @@ fn zero_window_then_update_is_receiver_window() {
         flags: TcpFlags(TcpFlags::ACK),
         window: 0,
         payload_len: 0,
+        ip_id: 0,
         options: TcpOptions::default(),
         tunnel: 0,
     };
@@ -250,6 +251,7 @@ fn open_connections_stay_bounded_and_late_segments_are_counted() {
             flags: TcpFlags(TcpFlags::SYN),
             window: 1000,
             payload_len: 0,
+            ip_id: 0,
             options: TcpOptions::default(),
             tunnel: 0,
         };

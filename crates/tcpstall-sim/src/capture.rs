@@ -184,6 +184,9 @@ pub fn to_segment(captured: &Captured, isn: PerSide<SeqNumber>) -> Segment {
         flags: TcpFlags(flags),
         window,
         payload_len: s.len,
+        // Each datagram numbered, as a stack's counter numbers them (RFC 6864 4.1); a
+        // resent segment is a new datagram.
+        ip_id: s.id as u16,
         tunnel: 0,
         options: TcpOptions {
             mss: s.mss_option.map(|m| m.min(65_535) as u16),

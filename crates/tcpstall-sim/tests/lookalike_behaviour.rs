@@ -4,10 +4,15 @@
 //! captures, two responses read in one call, a path that stops forwarding for a while, a
 //! reader that stops, urgent data.
 
+use std::io::Cursor;
+
+use tcpstall_core::analyze::{Analysis, AnalyzeOptions, analyze};
+use tcpstall_core::capture::PcapWriter;
 use tcpstall_core::detect::StallClass;
-use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
+use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos, Segment};
 use tcpstall_sim::RunResult;
 use tcpstall_sim::endpoint::SegmentKind;
+use tcpstall_sim::engine::capture_segments;
 use tcpstall_sim::engine::{CLIENT, SERVER};
 use tcpstall_sim::scenario::ScenarioFile;
 use tcpstall_sim::truth::Label;
@@ -430,4 +435,96 @@ fn urgent_data_goes_past_nagle_until_it_is_acknowledged() {
     let mut bad = file.clone();
     bad.workload.server_urgent = vec![5];
     assert!(bad.resolve().is_err());
+}
+
+/// A capture taken on several mirrored links holds each packet 2 to 4 times, each copy
+/// behind its original with other packets between (as arkime's wireshark-retrans sample
+/// does; here up to 300 us behind, within a side's last four segments). The copies are
+/// counted and left out, and the detector reads the gaps as in the capture holding each
+/// packet once. A bulk transfer losing 1 % at 100 Mbit/s, so that the receiver's
+/// duplicate ACKs, the same header and TSval within its clock's tick but for the IP ID,
+/// stay in.
+#[test]
+fn copies_of_each_packet_from_mirrored_links_are_left_out() {
+    let mut file = scenario("linux", "macos", "bulk");
+    file.workload.transactions = 10;
+    file.link.rtt_ms = 80.0;
+    file.link.bandwidth_bps = 1e8;
+    file.link.loss = 0.01;
+    let scenario = file.resolve().expect("valid scenario");
+    let result = tcpstall_sim::run(&scenario, true);
+    let once = capture_segments(&result, scenario.link.seed);
+    let mut mirrored = Vec::new();
+    // Copies after the last ACK, which closes the connection, are counted apart (as
+    // segments that came after their connection closed): none is made.
+    let closed = once.last().expect("a capture").time;
+    for (i, segment) in once.iter().enumerate() {
+        for copy in 0..1 + i % 4 {
+            let mut seen = *segment;
+            seen.time += (copy * (1 + i % 5)) as Nanos * 20_000;
+            if copy == 0 || seen.time < closed {
+                mirrored.push(seen);
+            }
+        }
+    }
+    mirrored.sort_by_key(|s| s.time);
+    let analyze_segments = |segments: &[Segment]| {
+        let mut writer = PcapWriter::new(Vec::new(), 0).expect("a pcap in memory");
+        for segment in segments {
+            writer.write_segment(segment).expect("written to memory");
+        }
+        analyze(
+            Cursor::new(writer.into_inner()),
+            "simulation",
+            &AnalyzeOptions::default(),
+        )
+        .expect("analyzes")
+    };
+    let events = |analysis: &Analysis| -> Vec<(Nanos, &'static str)> {
+        analysis
+            .connections
+            .iter()
+            .flat_map(|c| c.events.iter().map(|e| (e.end, e.class.name())))
+            .collect()
+    };
+    let (single, copied) = (analyze_segments(&once), analyze_segments(&mirrored));
+    assert_eq!(single.input.duplicates, 0);
+    assert_eq!(
+        copied.input.duplicates as usize,
+        mirrored.len() - once.len()
+    );
+    // What the stacks sent again themselves, header for header but for the IP ID, within
+    // 100 ms: the duplicate ACKs and resends a copy must not be taken for.
+    let lookalikes = once
+        .iter()
+        .enumerate()
+        .filter(|&(i, s)| {
+            once[i.saturating_sub(8)..i].iter().any(|earlier| {
+                Segment {
+                    time: s.time,
+                    ip_id: s.ip_id,
+                    ..*earlier
+                } == *s
+                    && s.time - earlier.time < 100 * MS
+            })
+        })
+        .count();
+    assert!(lookalikes > 10, "only {lookalikes} segments sent again");
+    // The stalls found in the capture with copies: the truth's, and as many as without.
+    let stalls: Vec<Nanos> = events(&copied)
+        .iter()
+        .filter(|(_, class)| class.contains("delayed-ack"))
+        .map(|&(end, _)| end)
+        .collect();
+    assert!(stalls.len() >= 10, "only {} stalls found", stalls.len());
+    for end in &stalls {
+        assert!(
+            result
+                .gaps
+                .iter()
+                .any(|g| g.end == *end && g.label.is_stall()),
+            "a stall at {end} ns the truth does not have"
+        );
+    }
+    assert_eq!(events(&copied), events(&single));
 }

@@ -504,3 +504,28 @@ fn a_bulk_block_stalls_on_its_tail_only_with_an_odd_segment_count() {
     j.assert_no_false_stall();
     assert_eq!(j.diagnosis.verdict, Verdict::NoStall, "{}", j.describe());
 }
+
+/// A server whose delayed-ACK timer is shorter than any known stack's (15 ms; suricata-
+/// verify's smb-eicar-ph shows a Windows server ACK a lone fragment after 12 to 25 ms),
+/// over a 0.8 ms LAN, seen at the client. Its replies come within the round trip, which
+/// bounds the path (RFC 9293 3.4): each late ACK waited at the server, and is no queue
+/// for the next one to be read against. Every stall is found.
+#[test]
+fn acks_a_short_timer_held_are_no_queue_the_replies_between_them_deny() {
+    let mut file = scenario("linux", "windows", "two-writes");
+    file.link.rtt_ms = 0.8;
+    file.server.delack_ms = Some(15.0);
+    file.workload.transactions = 20;
+    let j = judge(&file);
+    let truth = j.result.gaps.iter().filter(|g| g.label.is_stall()).count();
+    assert_eq!(truth, 20, "{}", j.describe());
+    let found = j
+        .pairs()
+        .iter()
+        .filter(|(g, e)| {
+            g.label.is_stall() && e.is_some_and(|e| e.class == StallClass::NagleDelayedAck)
+        })
+        .count();
+    assert_eq!(found, truth, "{}", j.describe());
+    j.assert_no_false_stall();
+}

@@ -351,6 +351,8 @@ struct NetworkPayload<'a> {
     declared: usize,
     fragment: Option<Piece>,
     beyond_frame: bool,
+    /// The IPv4 Identification field (0 for IPv6, which has none outside fragments).
+    ip_id: u16,
 }
 
 /// The payload length an IP header declares, `total` bytes counted from the header's
@@ -401,6 +403,7 @@ fn network_payload<'a>(
                 declared,
                 fragment,
                 beyond_frame,
+                ip_id: header.identification(),
             })
         }
         Some(LaxNetSlice::Ipv6(ipv6)) => {
@@ -440,6 +443,7 @@ fn network_payload<'a>(
                 declared,
                 fragment,
                 beyond_frame,
+                ip_id: 0,
             })
         }
         Some(LaxNetSlice::Arp(_)) | None => Err(match &sliced.stop_err {
@@ -522,6 +526,7 @@ fn segment(
         flags: TcpFlags(tcp.header_slice()[13] & 0x3f),
         window: tcp.window_size(),
         payload_len,
+        ip_id: network.ip_id,
         options: tcp_options(tcp.options()),
         tunnel: overlay,
     }

@@ -34,15 +34,15 @@ pub(crate) fn decode_ipv4(
     ip: &[u8],
     segment: &mut Segment,
 ) -> Option<Result<(), SkipReason>> {
-    // RFC 791 3.1: version and header length, total length, flags and fragment offset,
-    // protocol, source and destination addresses.
+    // RFC 791 3.1: version and header length, total length, identification, flags and
+    // fragment offset, protocol, source and destination addresses.
     let &[
         version_ihl,
         _,
         len_hi,
         len_lo,
-        _,
-        _,
+        id_hi,
+        id_lo,
         frag_hi,
         frag_lo,
         _,
@@ -99,6 +99,7 @@ pub(crate) fn decode_ipv4(
         flags: TcpFlags(tcp[13] & 0x3f),
         window: be_u16(&tcp[14..16]),
         payload_len: payload_len as u32,
+        ip_id: u16::from_be_bytes([id_hi, id_lo]),
         options: crate::capture::tcp_options::tcp_options(&tcp[20..tcp_header_len]),
         tunnel: 0,
     };
@@ -115,6 +116,7 @@ pub(crate) const BLANK_SEGMENT: Segment = Segment {
     flags: TcpFlags(0),
     window: 0,
     payload_len: 0,
+    ip_id: 0,
     options: crate::segment::TcpOptions {
         mss: None,
         window_scale: None,

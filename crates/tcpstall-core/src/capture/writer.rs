@@ -123,8 +123,9 @@ pub fn encode_segment(
     match (segment.src.ip(), segment.dst.ip()) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
             let payload = u16::try_from(tcp_len).unwrap_or(u16::MAX - 20);
-            let ip = Ipv4Header::new(payload, 64, IpNumber::TCP, src.octets(), dst.octets())
+            let mut ip = Ipv4Header::new(payload, 64, IpNumber::TCP, src.octets(), dst.octets())
                 .map_err(io::Error::other)?;
+            ip.identification = segment.ip_id;
             ip.write(frame)?;
         }
         (src, dst) => {

@@ -6,8 +6,9 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use super::acks::{PureAck, SAME_FLIGHT};
+use super::copies::CaptureCopies;
 use super::direction::{
-    Direction, INITIAL_IN_FLIGHT, InFlight, LastSegment, MAX_TRACKED_IN_FLIGHT, RawHeader,
+    Direction, INITIAL_IN_FLIGHT, InFlight, LastSegment, MAX_TRACKED_IN_FLIGHT,
 };
 use super::sender::SentData;
 use crate::detect::{DetectConfig, GapContext, StallEvent};
@@ -56,6 +57,7 @@ pub struct Connection {
     /// Gaps waiting to be classified when the connection's round trips are known.
     pub(super) gaps: Vec<PendingGap>,
     pub duplicates: u64,
+    copies: CaptureCopies,
     /// The two endpoints, by side.
     pub endpoints: PerSide<SocketAddr>,
     /// The overlay network the connection runs in ([`Segment::tunnel`]), 0 when none.
@@ -96,6 +98,7 @@ impl Connection {
             pending_acked_data_time: PerSide::new(Nanos::MIN, Nanos::MIN),
             open_release: None,
             duplicates: 0,
+            copies: CaptureCopies::default(),
             clock: ClockStep::default(),
         }
     }
@@ -183,18 +186,14 @@ impl Connection {
         let y = x.other();
         let t = segment.time;
 
-        let raw = RawHeader::of(segment);
-        if segment.payload_len > 0
-            && self.dirs[x].last_raw == raw
-            && t - self.dirs[x].last_raw_time < 100_000
-        {
-            // The same packet captured twice (two interfaces, or "any"): count, skip.
+        if self.copies.is_copy(segment, x) {
+            // The same packet captured again (mirrored links, two interfaces, or "any"):
+            // count, skip.
             self.duplicates += 1;
             return;
         }
         // This side's previous segment, for the ACK it may be.
         let previous_time = (self.dirs[x].packets > 0).then_some(self.dirs[x].last_raw_time);
-        self.dirs[x].last_raw = raw;
         self.dirs[x].last_raw_time = t;
         if self.packets < CLOCK_SAMPLE_PACKETS {
             self.clock.observe(t);
@@ -475,7 +474,7 @@ impl Connection {
         let pure_ack = segment.payload_len == 0;
         self.dirs[x].record_rtt_sample(sample, pure_ack && !segment.flags.fin());
         if !pure_ack {
-            self.dirs[x].acks.note_reply(sample);
+            self.dirs[x].acks.note_reply(sample, t);
         }
         if pure_ack {
             // A pure ACK (a reply carrying the ACK measures the application too). Any

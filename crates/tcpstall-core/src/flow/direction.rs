@@ -8,7 +8,7 @@ use super::acks::AckHistory;
 use super::sender::{SenderEvidence, TimestampClock};
 use crate::detect::PeerSegment;
 use crate::path::{PathSide, RoundTrips};
-use crate::segment::{Nanos, Segment};
+use crate::segment::Nanos;
 use crate::seq::SeqNumber;
 
 /// Unacknowledged data segments remembered per direction; beyond this the oldest are
@@ -64,7 +64,6 @@ pub struct Direction {
     /// The shift of the window this side advertises, once both SYNs are seen
     /// ([`Connection::window_scale`], kept here as it is read on every segment).
     pub(super) window_shift: Option<u8>,
-    pub(super) last_raw: RawHeader,
     pub mss_option: Option<u16>,
     /// The window it advertises is zero (since `zero_window_since`).
     pub(super) window_closed: bool,
@@ -170,25 +169,6 @@ impl LateAcks {
             .filter(|(ack, _)| ack.has(LastSegment::SEEN) && ack.time <= time)
             .max_by_key(|(ack, _)| ack.time)
             .and_then(|(ack, window)| ack.get(*window))
-    }
-}
-
-/// The header fields that tell a packet captured twice: sequence and acknowledgement
-/// numbers, payload length, and window with flags (and a bit that marks it set: the
-/// default, all zero, is no segment).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct RawHeader([u32; 4]);
-
-impl RawHeader {
-    pub(super) fn of(segment: &Segment) -> RawHeader {
-        let window_and_flags =
-            u32::from(segment.window) | u32::from(segment.flags.0) << 16 | 1 << 24;
-        RawHeader([
-            segment.seq.0,
-            segment.ack.0,
-            segment.payload_len,
-            window_and_flags,
-        ])
     }
 }
 

@@ -97,7 +97,7 @@ impl Connection {
             // flight of data as the candidate release.
             let prompt_round_trip = last_from_peer
                 .as_ref()
-                .and_then(|ack| self.dirs[y].acks.path_reference_for(ack));
+                .and_then(|ack| self.dirs[y].acks.path_reference_for(ack, config.min_gap));
             let peer_acks_every_segment = last_from_peer
                 .as_ref()
                 .is_some_and(|ack| self.dirs[y].acks.acks_every_segment(ack));

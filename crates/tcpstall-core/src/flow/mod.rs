@@ -11,6 +11,7 @@
 
 pub mod acks;
 mod connection;
+mod copies;
 mod direction;
 mod gap;
 pub mod sender;

@@ -64,7 +64,7 @@ pub fn render(analysis: &Analysis, options: TextOptions) -> String {
     if input.duplicates > 0 {
         let _ = writeln!(
             out,
-            "ignored {} duplicate packets (captured twice)",
+            "ignored {} duplicate packets (captured more than once)",
             input.duplicates
         );
     }

@@ -86,6 +86,7 @@ impl Wire {
             flags: TcpFlags(flags),
             window: self.window,
             payload_len: len,
+            ip_id: 0,
             options,
             tunnel: 0,
         };
