@@ -163,6 +163,9 @@ pub struct Measured {
     pub start: i64,
     pub end: i64,
     pub latency: Duration,
+    /// The client's port of the connection it ran on, when the lab opened that connection
+    /// (with several connections at once, which of them a capture's packets belong to).
+    pub client_port: Option<u16>,
 }
 
 /// What one exchange produced.
@@ -323,6 +326,7 @@ fn measured(
             start: anchor.wall(start),
             end: anchor.wall(end),
             latency: end.saturating_duration_since(start),
+            client_port: Some(client.port()),
         })
         .collect();
     let elapsed = match (starts.first(), ends.last()) {
