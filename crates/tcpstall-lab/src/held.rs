@@ -31,6 +31,10 @@ pub struct Seen {
     pub flags: u8,
     pub payload: u32,
     pub ip_id: u16,
+    /// The window field as sent (unscaled).
+    pub window: u16,
+    /// On a SYN: its window scale option's shift, if it has one.
+    pub window_scale: Option<u8>,
 }
 
 impl Seen {
@@ -79,8 +83,34 @@ fn parse(p: &Packet) -> Option<(Endpoint, Endpoint, Seen)> {
             flags: t[13],
             payload: total.saturating_sub(ihl as u32 + doff),
             ip_id: u16::from_be_bytes([h[4], h[5]]),
+            window: u16::from_be_bytes([t[14], t[15]]),
+            window_scale: if t[13] & SYN != 0 {
+                h.get(ihl + 20..ihl + doff as usize).and_then(window_scale)
+            } else {
+                None
+            },
         },
     ))
+}
+
+/// The window scale option's shift in a SYN's options (RFC 7323: kind 3, length 3).
+fn window_scale(options: &[u8]) -> Option<u8> {
+    let mut i = 0;
+    while i < options.len() {
+        match options[i] {
+            0 => return None,
+            1 => i += 1,
+            kind => {
+                let len = usize::from(*options.get(i + 1)?).max(2);
+                if kind == 3 && len == 3 {
+                    // RFC 7323 2.3: a shift above 14 is taken as 14.
+                    return options.get(i + 2).map(|&shift| shift.min(14));
+                }
+                i += len;
+            }
+        }
+    }
+    None
 }
 
 /// The client's and the server's ends of the first connection a capture saw opened (its
@@ -119,12 +149,27 @@ pub struct Crossing {
     pub arrive: i64,
     pub payload: u32,
     pub flags: u8,
+    pub seq: u32,
     pub ack: u32,
+    /// The window it offered, in bytes (scaled as its SYNs agreed).
+    pub window: u32,
 }
 
 /// The packets seen at both ends, matched (the n-th copy at one end with the n-th at the
 /// other: the line changes nothing in them).
 pub fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
+    // RFC 7323 2.2: each side's windows are scaled by its own SYN's shift when both SYNs
+    // carried the option, never the SYN's own window.
+    let shift_of = |outbound: bool| {
+        client
+            .iter()
+            .find(|s| s.outbound == outbound && s.flags & SYN != 0)
+            .and_then(|s| s.window_scale)
+    };
+    let shifts = match (shift_of(true), shift_of(false)) {
+        (Some(c), Some(s)) => [c, s],
+        _ => [0, 0],
+    };
     let mut at_server: HashMap<_, Vec<i64>> = HashMap::new();
     for s in server {
         at_server.entry(s.key()).or_default().push(s.time);
@@ -144,7 +189,13 @@ pub fn crossings(client: &[Seen], server: &[Seen]) -> Vec<Crossing> {
             arrive,
             payload: c.payload,
             flags: c.flags,
+            seq: c.seq,
             ack: c.ack,
+            window: if c.flags & SYN != 0 {
+                u32::from(c.window)
+            } else {
+                u32::from(c.window) << shifts[usize::from(!c.outbound)]
+            },
         });
     }
     out
@@ -222,7 +273,10 @@ pub fn chain_to(crossings: &[Crossing], start: i64, next: i64, ends: Ends) -> Op
             .filter(|c| c.outbound == sender_is_server && c.arrive <= current.depart)
             .max_by_key(|c| c.arrive)?;
         let pure_ack = current.payload == 0 && current.flags & (SYN | FIN) == 0;
-        if pure_ack && !acknowledges_new_data(crossings, current) {
+        if pure_ack
+            && (!acknowledges_new_data(crossings, current)
+                || opens_a_full_window(crossings, current))
+        {
             // A window update: its application's read sent it, not what its end last
             // received, so the chain ends here, and no timer held it.
             return Some(Chain {
@@ -265,6 +319,26 @@ fn acknowledges_new_data(crossings: &[Crossing], ack: &Crossing) -> bool {
         .filter(|c| c.outbound == ack.outbound && c.depart < ack.depart)
         .max_by_key(|c| c.depart)
         .is_none_or(|previous| previous.ack != ack.ack)
+}
+
+/// Whether a pure ACK opened a window its peer had filled: the data that had reached its
+/// end when it left reached the right edge of the window its end offered before. Its peer
+/// waited for the window, and the receiving application's read sent the ACK (Linux sends
+/// one when a read opens the window enough, `__tcp_cleanup_rbuf`), not a delayed-ACK timer.
+fn opens_a_full_window(crossings: &[Crossing], ack: &Crossing) -> bool {
+    let Some(offered) = crossings
+        .iter()
+        .filter(|c| c.outbound == ack.outbound && c.depart < ack.depart)
+        .max_by_key(|c| c.depart)
+    else {
+        return false;
+    };
+    let edge = offered.ack.wrapping_add(offered.window);
+    crossings
+        .iter()
+        .filter(|c| c.outbound != ack.outbound && c.payload > 0 && c.arrive <= ack.depart)
+        .any(|c| c.seq.wrapping_add(c.payload).wrapping_sub(edge) as i32 >= 0)
+        && ack.window > offered.window
 }
 
 /// Where a round trip's chain begins: the last data to reach the client before its window
