@@ -190,9 +190,19 @@ fn plan(args: &LabArgs, privileges: &Privileges) -> Plan {
             args.suite,
             Some(Suite::DelayAccuracy | Suite::Wan | Suite::Varying)
         );
-    // Seed 002's table counts the exchanges that waited for a delayed ACK from the
+    // A suite's table counts the exchanges that waited for a delayed ACK from the
     // captures at both ends of the line, so it captures whenever it can.
-    let truth_from_captures = args.suite == Some(Suite::Seed002);
+    let truth_from_captures = matches!(
+        args.suite,
+        Some(
+            Suite::Seed002
+                | Suite::Bulk
+                | Suite::Matrix
+                | Suite::Lookalikes
+                | Suite::Wan
+                | Suite::Load
+        )
+    );
     let wants_capture = args.capture.is_some() || truth_from_captures;
     let namespaces = privileges.why_not_namespaces().is_none();
     let capture = wants_capture && privileges.why_not_capture().is_none();
@@ -465,17 +475,18 @@ fn load_ratios(rows: &[suites::Row]) -> String {
     out
 }
 
-/// Each suite row twice: the lab's latencies and the simulator's.
+/// Each suite row twice: the lab's latencies (with the exchanges that waited for a
+/// delayed ACK by its captures, `-` without them) and the simulator's.
 fn suite_rows(rows: &[suites::Row]) -> Vec<ComparisonRow> {
     let mut out = Vec::new();
     for row in rows {
         out.push(ComparisonRow {
             label: format!("{} (lab)", row.name),
             latencies: row.sim.pairs.iter().map(|p| p.lab_ms / 1e3).collect(),
-            extra: vec![format!(
-                "{}/{}",
-                row.run.summary.stalled, row.run.summary.transactions
-            )],
+            extra: vec![
+                row.waited()
+                    .map_or("-".into(), |w| format!("{}/{}", w.count(), w.held.len())),
+            ],
         });
         out.push(ComparisonRow {
             label: format!("{} (simulator)", row.name),
@@ -498,7 +509,7 @@ fn run_suite(lab: &Lab, suite: Suite, args: &LabArgs, options: &RunOptions) -> F
             let n = args.workload.transactions.unwrap_or(20);
             let rows = suites::seed002(lab, n, options).map_err(err)?;
             write_html(args, "seed 002 on this kernel", &suite_rows(&rows))?;
-            report::seed002_text(
+            report::table_text(
                 &format!("seed 002 on this kernel, {n} transactions each, {path}:"),
                 &rows,
             ) + &write_suite_captures(args, &rows)?

@@ -1,12 +1,14 @@
-//! `tcpstall lab` through the real binary. Assertions use only robust margins (a stall
-//! is about 40 ms, an unstalled round trip well under 5 ms), each measurement is retried
-//! to absorb scheduling noise, and what needs root is skipped with a printed message.
+//! `tcpstall lab` through the real binary. Which exchanges stalled is judged by what the
+//! same run's captures show (an exchange waited when a pure ACK on its chain was held for
+//! a delayed-ACK timer, `tcpstall_lab::held`), never by how long it took: a busy host
+//! makes a program late without any stall. A run whose captures do not show a chain is
+//! recorded again ([`common::truth::record_until_clear`]).
 
 mod common;
 
 use std::process::{Command, Output};
 
-use common::with_retries;
+use common::truth::{Failed, record_until_clear};
 
 fn tcpstall(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tcpstall"))
@@ -19,32 +21,17 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn is_root() -> bool {
-    let caps = common::effective_capabilities();
-    caps & (1 << 12) != 0
-        && caps & (1 << 21) != 0
-        && std::path::Path::new("/dev/net/tun").exists()
-        && Command::new("ip").arg("-V").output().is_ok()
-}
-
-/// The p50 column of a table row whose name starts with `name`.
-fn p50_of(table: &str, name: &str) -> Option<f64> {
-    let line = table.lines().find(|l| l.trim_start().starts_with(name))?;
-    let rest = line.trim_start()[name.len()..].trim_start();
-    rest.split_whitespace().next()?.parse().ok()
-}
-
-/// A row of seed 002's table: the exchanges that waited for a delayed ACK by the captures
+/// A row of a suite's table: the exchanges that waited for a delayed ACK by the captures
 /// at both ends (`19/20`, `+1?` when a chain was not shown) and the analyzer's verdict
 /// on the same capture (`exact`, or `+MORE -FEWER`).
-struct Seed002Row {
+struct TableRow {
     waited: usize,
     exchanges: usize,
     unknown: usize,
     analyze: String,
 }
 
-fn seed002_row(table: &str, name: &str) -> Result<Seed002Row, String> {
+fn table_row(table: &str, name: &str) -> Result<TableRow, String> {
     let line = table
         .lines()
         .find(|l| l.trim_start().starts_with(name))
@@ -63,7 +50,7 @@ fn seed002_row(table: &str, name: &str) -> Result<Seed002Row, String> {
         .ok_or(format!("row {name}: waited {waited}"))?;
     let number =
         |s: &str| -> Result<usize, String> { s.parse().map_err(|_| format!("row {name}: {line}")) };
-    Ok(Seed002Row {
+    Ok(TableRow {
         waited: number(held)?,
         exchanges: number(of)?,
         unknown: number(unknown)?,
@@ -71,73 +58,134 @@ fn seed002_row(table: &str, name: &str) -> Result<Seed002Row, String> {
     })
 }
 
+/// The rows `names` of a suite's table, each over `exchanges` exchanges, with the
+/// analyzer exact in every one: it found a stall in each exchange that waited by the
+/// captures of the same run, and in no other. A run whose captures do not show some
+/// exchange's chain says nothing of it and is recorded again (the last one is judged).
+fn exact_rows(
+    text: &str,
+    names: &[&'static str],
+    exchanges: usize,
+    last: bool,
+) -> Result<Vec<(&'static str, TableRow)>, Failed> {
+    let mut rows = Vec::new();
+    for &name in names {
+        rows.push((name, table_row(text, name)?));
+    }
+    let unknown: Vec<&str> = rows
+        .iter()
+        .filter(|(_, r)| r.unknown > 0)
+        .map(|(name, _)| *name)
+        .collect();
+    if !unknown.is_empty() && !last {
+        return Err(Failed::Unclear(format!(
+            "chains not shown in {unknown:?}\n{text}"
+        )));
+    }
+    for (name, row) in &rows {
+        if row.exchanges != exchanges {
+            return Err(
+                format!("{name}: {} exchanges of {exchanges}\n{text}", row.exchanges).into(),
+            );
+        }
+        if row.analyze != "exact" {
+            return Err(format!("{name}: the analyzer found {}\n{text}", row.analyze).into());
+        }
+    }
+    Ok(rows)
+}
+
+/// How many exchanges of row `name` waited.
+fn waited_in(rows: &[(&str, TableRow)], name: &str) -> usize {
+    rows.iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, r)| r.waited)
+}
+
 #[test]
 #[ignore = "needs root: the captures at both ends of the lab's line (CAP_NET_RAW, namespaces)"]
 fn seed002_table_counts_the_exchanges_that_waited_and_analyze_finds_exactly_those() {
     let n = 20;
-    common::truth::record_until_clear("seed 002 table", |last| {
+    record_until_clear("seed 002 table", |last| {
         let out = tcpstall(&["lab", "--suite", "seed002", "-n", &n.to_string()]);
         let text = stdout(&out);
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
         }
-        let rows = [
-            "two writes, then read",
+        let fixes = [
             "one write",
             "writev (one call)",
             "two writes, TCP_NODELAY client",
             "two writes, TCP_QUICKACK server",
-            "two writes, pipelining depth 2",
-        ]
-        .map(|name| seed002_row(&text, name).map(|row| (name, row)));
-        let mut rows_read = Vec::new();
-        for row in rows {
-            rows_read.push(row?);
-        }
-        // A chain the captures do not show says nothing: the run is recorded again.
-        let unknown: Vec<&str> = rows_read
-            .iter()
-            .filter(|(_, r)| r.unknown > 0)
-            .map(|(name, _)| *name)
-            .collect();
-        if !unknown.is_empty() && !last {
-            return Err(common::truth::Failed::Unclear(format!(
-                "chains not shown in {unknown:?}\n{text}"
-            )));
-        }
-        for (name, row) in &rows_read {
-            if row.exchanges != n {
-                return Err(format!("{name}: {} exchanges of {n}\n{text}", row.exchanges).into());
-            }
-            // The analyzer, on the capture the truth comes from, finds exactly the
-            // exchanges that waited.
-            if row.analyze != "exact" {
-                return Err(format!("{name}: the analyzer found {}\n{text}", row.analyze).into());
-            }
-        }
-        let waited = |name: &str| {
-            rows_read
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map_or(0, |(_, r)| r.waited)
-        };
+        ];
+        let mut names = vec!["two writes, then read", "two writes, pipelining depth 2"];
+        names.extend(fixes);
+        let rows = exact_rows(&text, &names, n, last)?;
         // Every exchange but the first (the receiver ACKs at once in quick-ACK mode at a
         // connection's start) waits for the timer; each fix removes every wait.
-        if waited("two writes, then read") != n - 1 {
+        if waited_in(&rows, "two writes, then read") != n - 1 {
             return Err(format!("two writes: expected {} waited\n{text}", n - 1).into());
         }
-        for fix in [
-            "one write",
-            "writev (one call)",
-            "two writes, TCP_NODELAY client",
-            "two writes, TCP_QUICKACK server",
-        ] {
-            if waited(fix) != 0 {
+        for fix in fixes {
+            if waited_in(&rows, fix) != 0 {
                 return Err(format!("{fix}: exchanges waited for a delayed ACK\n{text}").into());
             }
         }
         Ok(())
     });
+}
+
+/// A single run's lines on its captures: `waited: 5 of 6 transactions waited for a delayed
+/// ACK by the captures (0 chains not shown)` and `analyzer: ... agree with the captures on
+/// 6 of 6`, as (waited, transactions, not shown, agreed, judged).
+fn run_truth(text: &str) -> Result<(usize, usize, usize, usize, usize), String> {
+    let words = |prefix: &str| -> Result<Vec<&str>, String> {
+        Ok(text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .ok_or(format!("no {prefix} line\n{text}"))?
+            .split_whitespace()
+            .collect())
+    };
+    let number = |w: &str| -> Result<usize, String> {
+        w.trim_start_matches('(')
+            .parse()
+            .map_err(|_| format!("not a count: {w}\n{text}"))
+    };
+    let waited = words("waited:")?;
+    let analyzer = words("analyzer:")?;
+    let agree = analyzer
+        .iter()
+        .position(|w| *w == "on")
+        .ok_or(format!("no agreement\n{text}"))?;
+    match (waited.as_slice(), analyzer.get(agree + 1..agree + 4)) {
+        ([_, w, "of", n, _, _, _, _, _, _, _, _, _, unknown, ..], Some([a, "of", j])) => Ok((
+            number(w)?,
+            number(n)?,
+            number(unknown)?,
+            number(a)?,
+            number(j)?,
+        )),
+        _ => Err(format!("unreadable waited or analyzer line\n{text}")),
+    }
+}
+
+/// A single run on the delay line: the least and the median time its packets took across
+/// the line each way, as the captures at both ends saw them (`path:` line), ms.
+fn crossings(text: &str) -> Result<[f64; 4], String> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("path:"))
+        .ok_or(format!("no path line\n{text}"))?;
+    let figures: Vec<f64> = line
+        .split_whitespace()
+        .zip(line.split_whitespace().skip(1))
+        .filter(|(label, _)| matches!(*label, "least" | "p50"))
+        .filter_map(|(_, v)| v.parse().ok())
+        .collect();
+    figures
+        .try_into()
+        .map_err(|_| format!("unreadable path line: {line}"))
 }
 
 #[test]
@@ -166,18 +214,13 @@ fn bad_input_is_one_line_and_exit_2() {
 }
 
 #[test]
+#[ignore = "needs root: --capture (CAP_NET_RAW, namespaces)"]
 fn capture_is_diagnosed_and_agrees_with_the_measurement() {
-    if !is_root() {
-        common::skipped(format_args!(
-            "skipped: --capture needs root (CAP_NET_RAW, namespaces)"
-        ));
-        return;
-    }
     let dir = std::env::temp_dir().join(format!("tcpstall-lab-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let pcap = dir.join("two-writes.pcap");
-    with_retries("capture", || {
-        // An existing capture is never replaced: each attempt writes a new file.
+    record_until_clear("capture", |last| {
+        // An existing capture is never replaced: each run writes a new file.
         let _ = std::fs::remove_file(&pcap);
         let out = tcpstall(&[
             "lab",
@@ -190,14 +233,28 @@ fn capture_is_diagnosed_and_agrees_with_the_measurement() {
         ]);
         let text = stdout(&out);
         if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
         }
-        if !text.contains("agree on 8 of 8") || !text.contains("Nagle's algorithm waited") {
-            return Err(text);
+        let (waited, n, unknown, agreed, judged) = run_truth(&text)?;
+        if unknown > 0 && !last {
+            return Err(Failed::Unclear(format!(
+                "{unknown} chains not shown\n{text}"
+            )));
+        }
+        // All but the first (quick-ACK mode at the connection's start) waited for the
+        // timer by the captures, and the analyzer found exactly those.
+        if (waited, n) != (7, 8) || agreed != judged || judged + unknown != n {
+            return Err(format!(
+                "waited {waited} of {n}, analyzer agrees on {agreed} of {judged}\n{text}"
+            )
+            .into());
+        }
+        if !text.contains("Nagle's algorithm waited") {
+            return Err(format!("no verdict\n{text}").into());
         }
         let again = tcpstall(&["analyze", pcap.to_str().unwrap_or_default()]);
         if !stdout(&again).contains("nagle") && !stdout(&again).contains("Nagle") {
-            return Err(format!("analyze of the written pcap: {}", stdout(&again)));
+            return Err(format!("analyze of the written pcap: {}", stdout(&again)).into());
         }
         // One prediction of each fix's gain: the lab's report and analyze on the same
         // capture give the same figures.
@@ -222,15 +279,39 @@ fn capture_is_diagnosed_and_agrees_with_the_measurement() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn delay_line_reproduces_seed003_against_the_simulator() {
-    if !is_root() {
-        common::skipped(format_args!(
-            "skipped: the delay line needs root (namespaces, veth, TUN)"
-        ));
-        return;
+/// Each way's crossings on a 20 ms line (10 ms each way) as the captures at both ends
+/// saw them: none shorter than the delay asked for (a line never delivers early), and the
+/// median within [`LINE_LATE_MS`] of it, else the line itself was late (the host stopped
+/// it) and the run is recorded again.
+fn check_line(text: &str, last: bool) -> Result<(), Failed> {
+    let [least_out, p50_out, least_in, p50_in] = crossings(text)?;
+    let one_way = 10.0;
+    if least_out < one_way || least_in < one_way {
+        return Err(format!("a packet crossed in under {one_way} ms\n{text}").into());
     }
-    with_retries("seed 003 at 20 ms", || {
+    if p50_out.max(p50_in) > one_way + LINE_LATE_MS {
+        let why = format!("the line was late: crossings p50 {p50_out} / {p50_in} ms\n{text}");
+        return Err(if last {
+            Failed::Wrong(why)
+        } else {
+            Failed::Unclear(why)
+        });
+    }
+    Ok(())
+}
+
+/// How late the delay line may send the median packet: its largest lateness in a run kept
+/// by the varying suite (`tcpstall_lab::suites::LATE_LIMIT`).
+const LINE_LATE_MS: f64 = 1.0;
+
+#[test]
+#[ignore = "needs root: the delay line and its captures (namespaces, veth, TUN, CAP_NET_RAW)"]
+fn delay_line_reproduces_seed003_against_the_simulator() {
+    let dir = std::env::temp_dir().join(format!("tcpstall-lab-line-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pcap = dir.join("line.pcap");
+    record_until_clear("seed 003 at 20 ms", |last| {
+        let _ = std::fs::remove_file(&pcap);
         let out = tcpstall(&[
             "lab",
             "--pattern",
@@ -240,28 +321,31 @@ fn delay_line_reproduces_seed003_against_the_simulator() {
             "-n",
             "6",
             "--compare-sim",
+            "--capture",
+            pcap.to_str().unwrap_or_default(),
         ]);
         let text = stdout(&out);
         if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
         }
-        let p50: f64 = text
-            .lines()
-            .find(|l| l.starts_with("latency:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            .and_then(|v| v.parse().ok())
-            .ok_or("no latency line")?;
-        // A stall at 20 ms RTT costs one timer and one more round trip: about 80 ms,
-        // against 20 ms unstalled.
-        if p50 < 55.0 {
-            return Err(format!("proxy-split p50 {p50} ms at 20 ms RTT\n{text}"));
+        let (waited, n, unknown, agreed, judged) = run_truth(&text)?;
+        if unknown > 0 && !last {
+            return Err(Failed::Unclear(format!(
+                "{unknown} chains not shown\n{text}"
+            )));
+        }
+        // Each split request but the first waits for the server's delayed ACK, and the
+        // analyzer finds exactly those.
+        if (waited, n) != (5, 6) || agreed != judged || judged + unknown != n {
+            return Err(format!("proxy-split: waited {waited} of {n}, analyzer agrees on {agreed} of {judged}\n{text}").into());
         }
         if !text.contains("agreement:") {
-            return Err(text);
+            return Err(format!("no comparison with the simulator\n{text}").into());
         }
-        Ok(())
+        check_line(&text, last)
     });
-    with_retries("delay line round trip", || {
+    record_until_clear("delay line round trip", |last| {
+        let _ = std::fs::remove_file(&pcap);
         let out = tcpstall(&[
             "lab",
             "--pattern",
@@ -272,19 +356,28 @@ fn delay_line_reproduces_seed003_against_the_simulator() {
             "6",
             "--nodelay",
             "both",
+            "--capture",
+            pcap.to_str().unwrap_or_default(),
         ]);
         let text = stdout(&out);
-        let p50: f64 = text
-            .lines()
-            .find(|l| l.starts_with("latency:"))
-            .and_then(|l| l.split_whitespace().nth(2))
-            .and_then(|v| v.parse().ok())
-            .ok_or(format!("no latency line: {text}"))?;
-        if !(19.0..25.0).contains(&p50) {
-            return Err(format!("one write at 20 ms RTT: p50 {p50} ms\n{text}"));
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
         }
-        Ok(())
+        let (waited, n, unknown, agreed, judged) = run_truth(&text)?;
+        if unknown > 0 && !last {
+            return Err(Failed::Unclear(format!(
+                "{unknown} chains not shown\n{text}"
+            )));
+        }
+        if waited != 0 || n != 6 || agreed != judged {
+            return Err(format!(
+                "one write: waited {waited} of {n}, analyzer agrees on {agreed} of {judged}\n{text}"
+            )
+            .into());
+        }
+        check_line(&text, last)
     });
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -367,17 +460,12 @@ fn one_way_patterns_run_with_a_paced_reader() {
 }
 
 #[test]
+#[ignore = "needs root: the look-alike suite's captures (CAP_NET_RAW, namespaces)"]
 fn lookalikes_on_this_kernel_are_not_called_stalls() {
-    if !is_root() {
-        common::skipped(format_args!(
-            "skipped: the look-alike suite's captures need root (CAP_NET_RAW, namespaces)"
-        ));
-        return;
-    }
     let dir = std::env::temp_dir().join(format!("tcpstall-lab-lookalikes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let pcap = dir.join("la.pcap");
-    with_retries("look-alike suite", || {
+    record_until_clear("look-alike suite", |last| {
         let out = tcpstall(&[
             "lab",
             "--suite",
@@ -389,81 +477,85 @@ fn lookalikes_on_this_kernel_are_not_called_stalls() {
         ]);
         let text = stdout(&out);
         if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
         }
-        // Never a stall the lab did not measure.
-        if !text.contains(", FP 0,") {
-            return Err(format!("a stall the lab did not measure\n{text}"));
-        }
-        for (row, class) in [
-            ("slow reader", "receiver-window"),
-            ("reader pausing", "receiver-window"),
-            ("TCP_NODELAY sender", "app-think-time"),
-        ] {
+        // In each scenario the analyzer finds exactly the exchanges that waited for a
+        // delayed ACK by the same captures; the first three never wait for one (a closed
+        // window, persist probes, a sender on its own clock).
+        let look_alikes = [
+            ("slow reader, 8 KB buffer", 12, "receiver-window"),
+            ("reader pausing 400 ms (persist)", 6, "receiver-window"),
+            ("TCP_NODELAY sender every 50 ms", 12, "app-think-time"),
+        ];
+        for (name, exchanges, class) in look_alikes {
+            let rows = exact_rows(&text, &[name], exchanges, last)?;
+            if waited_in(&rows, name) != 0 {
+                return Err(format!("{name}: waited for a delayed ACK\n{text}").into());
+            }
             let line = text
                 .lines()
-                .rfind(|l| l.trim_start().starts_with(row))
-                .ok_or(format!("no gaps line for {row}\n{text}"))?;
+                .rfind(|l| l.trim_start().starts_with(name))
+                .ok_or(format!("no gaps line for {name}\n{text}"))?;
             if !line.contains(class) || !line.contains("; 0 stalls") {
-                return Err(format!("{row}: {line}\n{text}"));
+                return Err(format!("{name}: {line}\n{text}").into());
             }
         }
+        exact_rows(&text, &["pipelining, 2 responses per read"], 12, last)?;
+        if !text.contains(", FP 0,") {
+            return Err(format!("a stall in an exchange that did not wait\n{text}").into());
+        }
         if !dir.join("la-4.pcap").exists() {
-            return Err(format!(
-                "the fourth scenario's capture was not written\n{text}"
-            ));
+            return Err(format!("the fourth scenario's capture was not written\n{text}").into());
         }
         Ok(())
     });
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Seeds 003 and 004 under load on this kernel: 8 connections at once. Requests split by
-/// the proxy, and responses in two writes, stall for the delayed-ACK timer; the same
-/// requests direct, 1 KB requests (not split) and headers only do not.
+/// Seeds 003 and 004 under load on this kernel: 8 connections at once, each captured and
+/// walked on its own packets. Requests split by the proxy, and responses in two writes,
+/// wait for the delayed-ACK timer in every exchange but each connection's first (quick-ACK
+/// mode at a connection's start); the same requests direct, 1 KB requests (not split), a
+/// GET and headers only never do; the analyzer finds exactly those on every connection.
 #[test]
+#[ignore = "needs root: the load suite's captures (CAP_NET_RAW, namespaces)"]
 fn load_suite_stalls_split_writes_on_every_connection() {
-    with_retries("load suite", || {
-        let out = tcpstall(&["lab", "--suite", "load", "-n", "6"]);
+    let (connections, n) = (8, 6);
+    record_until_clear("load suite", |last| {
+        let out = tcpstall(&["lab", "--suite", "load", "-n", &n.to_string()]);
         let text = stdout(&out);
         if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
         }
-        let p50 = |name: &str| p50_of(&text, name).ok_or(format!("no row {name}:\n{text}"));
-        for name in [
+        let split = [
             "seed 003 SET 4096 via proxy",
             "seed 004 ab -k, headers + body",
-        ] {
-            let ms = p50(name)?;
-            if ms < 30.0 {
-                return Err(format!("{name}: p50 {ms} ms, no stall\n{text}"));
-            }
-        }
-        for name in [
+        ];
+        let whole = [
             "seed 003 SET 4096 direct",
             "seed 003 SET 1024 via proxy",
+            "seed 003 SET 1024 direct",
             "seed 003 GET 4096 via proxy",
             "seed 004 ab -k, headers only",
-        ] {
-            let ms = p50(name)?;
-            if ms > 5.0 {
-                return Err(format!("{name}: p50 {ms} ms\n{text}"));
+        ];
+        let mut names = split.to_vec();
+        names.extend(whole);
+        let rows = exact_rows(&text, &names, connections * n, last)?;
+        for name in split {
+            let waited = waited_in(&rows, name);
+            if waited != connections * (n - 1) {
+                return Err(format!(
+                    "{name}: {waited} of {} waited, expected {}\n{text}",
+                    connections * n,
+                    connections * (n - 1)
+                )
+                .into());
             }
         }
-        // Every transaction but each connection's first (quick-ack mode), 40 of 48.
-        let line = text
-            .lines()
-            .find(|l| l.trim_start().starts_with("seed 003 SET 4096 via proxy"))
-            .unwrap_or_default();
-        let stalled: u32 = line
-            .split_whitespace()
-            .find_map(|f| f.strip_suffix("/48"))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        if stalled < 36 {
-            return Err(format!(
-                "{stalled} of 48 stalled through the proxy:\n{text}"
-            ));
+        for name in whole {
+            if waited_in(&rows, name) != 0 {
+                return Err(format!("{name}: exchanges waited for a delayed ACK\n{text}").into());
+            }
         }
         Ok(())
     });

@@ -163,6 +163,9 @@ pub struct Measured {
     pub start: i64,
     pub end: i64,
     pub latency: Duration,
+    /// The client's port of the connection it ran on, when the lab opened that connection
+    /// (with several connections at once, which of them a capture's packets belong to).
+    pub client_port: Option<u16>,
 }
 
 /// What one exchange produced.
@@ -181,15 +184,34 @@ struct ClockAnchor {
     wall: i64,
 }
 
+/// Reads of the two clocks an anchor takes at most, keeping the pair read closest together.
+const ANCHOR_READS: usize = 16;
+
 impl ClockAnchor {
+    /// The two clocks read together: of several reads, the wall clock between the two
+    /// `Instant`s closest together, so a thread the host stopped between two reads (under
+    /// load, for milliseconds) does not move every transaction's stamps off the capture's.
     fn now() -> ClockAnchor {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as i64);
-        ClockAnchor {
-            instant: Instant::now(),
-            wall,
+        let mut best: Option<(Duration, ClockAnchor)> = None;
+        for _ in 0..ANCHOR_READS {
+            let before = Instant::now();
+            let wall = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as i64);
+            let after = Instant::now();
+            let spread = after.saturating_duration_since(before);
+            if best.as_ref().is_none_or(|(s, _)| spread < *s) {
+                let instant = before + spread / 2;
+                best = Some((spread, ClockAnchor { instant, wall }));
+            }
         }
+        best.map_or_else(
+            || ClockAnchor {
+                instant: Instant::now(),
+                wall: 0,
+            },
+            |(_, anchor)| anchor,
+        )
     }
     fn wall(&self, at: Instant) -> i64 {
         self.wall + at.saturating_duration_since(self.instant).as_nanos() as i64
@@ -323,6 +345,7 @@ fn measured(
             start: anchor.wall(start),
             end: anchor.wall(end),
             latency: end.saturating_duration_since(start),
+            client_port: Some(client.port()),
         })
         .collect();
     let elapsed = match (starts.first(), ends.last()) {

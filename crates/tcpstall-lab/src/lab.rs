@@ -10,7 +10,7 @@ use tcpstall_sim::scenario::{Scenario, SocketOptions};
 
 use crate::capture::{Capture, Packet, Point, write_pcap};
 use crate::exchange::{self, Exchange, Measured, Placement, Plan};
-use crate::held::{self, Until};
+use crate::held::{self, Ends, Until};
 use crate::measure::{self, LatencySummary};
 use crate::net::Net;
 use crate::{LabError, Result};
@@ -79,12 +79,26 @@ impl LabRun {
     pub fn held_by_ack(&self) -> Option<Vec<Option<bool>>> {
         let client = self.packets.as_deref()?;
         let server = self.server_packets.as_deref().unwrap_or(client);
+        let ends = if self.plan.shape.is_one_way() {
+            Ends::AtServer
+        } else {
+            Ends::AtClient
+        };
         Some(held::held_by_ack(
             &self.exchange.transactions,
             Until::OwnEnd(END_TOLERANCE),
+            ends,
             client,
             server,
         ))
+    }
+
+    /// The path's one-way delays as the captures at both ends saw each packet cross
+    /// (client to server, server to client, ms); nothing without both ends captured.
+    pub fn crossing_times_ms(&self) -> Option<[Vec<f64>; 2]> {
+        let client = self.packets.as_deref()?;
+        let server = self.server_packets.as_deref()?;
+        Some(held::crossing_times_ms(client, server))
     }
 }
 
@@ -115,14 +129,6 @@ impl Lab {
 
     /// Runs the scenario and its reference; captures and diagnoses when asked.
     pub fn run(&self, scenario: &Scenario, options: &RunOptions) -> Result<LabRun> {
-        if options.capture && scenario.connections > 1 {
-            // The analyzer's stalls are matched to transactions by time, which concurrent
-            // connections share.
-            return Err(LabError::Unsupported(format!(
-                "--capture needs one connection (the scenario runs {})",
-                scenario.connections
-            )));
-        }
         let reference = unstalled_reference(scenario);
         let reference_plan = Plan::from_scenario(&reference)?;
         let reference_run = self.exchange(&reference_plan, options.time_limit)?;
@@ -201,20 +207,22 @@ pub fn diagnose(packets: &[Packet]) -> Result<Analysis> {
     .map_err(|e| LabError::Failed(format!("the analyzer refused the lab's capture: {e}")))
 }
 
-/// Per transaction: does a TCP stall the analyzer found end while it was in flight?
+/// Per transaction: does a TCP stall the analyzer found end while it was in flight, on
+/// its own connection (when the transaction says which)?
 pub fn analyzer_stalled(analysis: &Analysis, transactions: &[Measured]) -> Vec<bool> {
     let mut stalled = vec![false; transactions.len()];
-    let ends = analysis
-        .connections
-        .iter()
-        .flat_map(|c| c.events.iter())
-        .filter(|e| e.class.is_tcp_stall())
-        .map(|e| e.end);
+    let ends = analysis.connections.iter().flat_map(|c| {
+        c.events
+            .iter()
+            .filter(|e| e.class.is_tcp_stall())
+            .map(move |e| (c.client.port(), e.end))
+    });
     // A stall delays every transaction in flight when it ends (with pipelining, more
     // than one), as the simulator's ground truth counts them.
-    for end in ends {
+    for (client_port, end) in ends {
         for (i, t) in transactions.iter().enumerate() {
-            if t.start < end && end <= t.end + END_TOLERANCE {
+            let same_connection = t.client_port.is_none_or(|p| p == client_port);
+            if same_connection && t.start < end && end <= t.end + END_TOLERANCE {
                 stalled[i] = true;
             }
         }

@@ -430,6 +430,7 @@ pub fn parse_round_trips(lines: &[String]) -> Result<Vec<Measured>> {
             start,
             end: start.saturating_add(latency.as_nanos() as i64),
             latency,
+            client_port: None,
         });
     }
     Ok(out)

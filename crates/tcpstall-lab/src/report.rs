@@ -6,7 +6,7 @@ use tcpstall_core::detect::StallClass;
 
 use crate::compare::{Confusion, SimComparison};
 use crate::lab::LabRun;
-use crate::measure::{SLOW_MARGIN, STALL_MARGIN, millis};
+use crate::measure::{SLOW_MARGIN, STALL_MARGIN, millis, percentile};
 use crate::suites::{DelayPoint, LATE_LIMIT, MAX_ATTEMPTS, MatrixResult, Row, VaryingRow};
 
 /// One run: its latency, throughput and stalled transactions.
@@ -58,14 +58,42 @@ pub fn run_text(run: &LabRun, label: &str, path: &str) -> String {
         let _ = write!(out, " ...");
     }
     out.push('\n');
-    if let (Some(found), Some(packets)) = (&run.analyzer_stalled, &run.packets) {
-        let c = Confusion::of(found, &run.stalled);
+    if let Some([out_ms, in_ms]) = run.crossing_times_ms() {
+        let span = |ms: &[f64]| {
+            let mut sorted = ms.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            format!(
+                "least {:.3} ms, p50 {:.3} ms",
+                sorted.first().copied().unwrap_or(0.0),
+                percentile(&sorted, 50.0)
+            )
+        };
         let _ = writeln!(
             out,
-            "analyzer:     {} packets captured; {} transactions stalled by the analyzer, {} by the lab's clock; agree on {} of {}",
+            "path:         one way as the captures at both ends saw {} packets cross: client to server {}, server to client {}",
+            out_ms.len() + in_ms.len(),
+            span(&out_ms),
+            span(&in_ms)
+        );
+    }
+    if let (Some(held), Some(found), Some(packets)) =
+        (run.held_by_ack(), &run.analyzer_stalled, &run.packets)
+    {
+        let unknown: Vec<bool> = held.iter().map(Option::is_none).collect();
+        let waited: Vec<bool> = held.iter().map(|h| *h == Some(true)).collect();
+        let c = Confusion::of_judged(found, &waited, &unknown);
+        let _ = writeln!(
+            out,
+            "waited:       {} of {} transactions waited for a delayed ACK by the captures ({} chains not shown)",
+            waited.iter().filter(|&&w| w).count(),
+            held.len(),
+            unknown.iter().filter(|&&u| u).count()
+        );
+        let _ = writeln!(
+            out,
+            "analyzer:     {} packets captured; {} transactions stalled by the analyzer; agree with the captures on {} of {}",
             packets.len(),
             found.iter().filter(|&&f| f).count(),
-            s.stalled,
             c.true_positives + c.true_negatives,
             c.total()
         );
@@ -118,48 +146,11 @@ fn agreement_line(cmp: &SimComparison) -> String {
     )
 }
 
-/// A side-by-side table of scenarios.
+/// A side-by-side table of scenarios: each row's exchanges that waited for a delayed ACK by
+/// its captures at both ends of the line, whether the analyzer found exactly those in the
+/// same capture, and the simulator against the same truth (`-` where nothing was
+/// captured).
 pub fn table_text(title: &str, rows: &[Row]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "{title}");
-    let _ = writeln!(
-        out,
-        "  {:<36} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}   {:>9} {:>8} {:>7}",
-        "scenario",
-        "p50 ms",
-        "p90 ms",
-        "p99 ms",
-        "max ms",
-        "tx/s",
-        "stalled",
-        "sim p50",
-        "sim st.",
-        "agree"
-    );
-    for row in rows {
-        let s = row.summary();
-        let _ = writeln!(
-            out,
-            "  {:<36} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.1} {:>8}   {:>9.3} {:>8} {:>6.0}%",
-            row.name,
-            s.p50_ms,
-            s.p90_ms,
-            s.p99_ms,
-            s.max_ms,
-            s.transactions_per_second,
-            format!("{}/{}", s.stalled, s.transactions),
-            row.sim_p50_ms(),
-            format!("{}/{}", row.sim_stalled(), row.sim.pairs.len()),
-            row.sim.confusion.agreement() * 100.0
-        );
-    }
-    out
-}
-
-/// Seed 002's table: each row's exchanges that waited for a delayed ACK by its captures at
-/// both ends of the line, whether the analyzer found exactly those in the same capture,
-/// and the simulator against the same truth (`-` where nothing was captured).
-pub fn seed002_text(title: &str, rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{title}");
     let _ = writeln!(
@@ -294,14 +285,14 @@ pub fn lookalike_text(result: &MatrixResult) -> String {
             counts[StallClass::NagleDelayedAck.index()] + counts[StallClass::DelayedAck.index()];
         let _ = writeln!(
             out,
-            "  {:<36} {}; {stalls} stalls, the lab measured {} stalled of {}",
+            "  {:<36} {}; {stalls} stalls, {} of {} waited for a delayed ACK",
             row.name,
             if named.is_empty() {
                 "no gap".to_string()
             } else {
                 named.join(", ")
             },
-            row.run.summary.stalled,
+            row.waited().map_or(0, |w| w.count()),
             row.run.summary.transactions
         );
     }
@@ -311,17 +302,27 @@ pub fn lookalike_text(result: &MatrixResult) -> String {
 fn closed_loop_text(title: &str, result: &MatrixResult) -> String {
     let mut out = table_text(title, &result.rows);
     let transactions: usize = result.rows.iter().map(|r| r.run.summary.transactions).sum();
-    let stalled: usize = result.rows.iter().map(|r| r.run.summary.stalled).sum();
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "transactions: {transactions} in {} scenarios, {stalled} stalled by the lab's measure",
+        "transactions: {transactions} in {} scenarios",
         result.rows.len()
     );
     match &result.closed_loop {
         Some(c) => {
+            let waited: usize = result
+                .rows
+                .iter()
+                .filter_map(Row::waited)
+                .map(|w| w.count())
+                .sum();
             let _ = writeln!(
                 out,
-                "closed loop:  analyzer (from the capture) against the lab: precision {:.4}, recall {:.4} (TP {}, FP {}, FN {}, TN {})",
+                ", {waited} waited for a delayed ACK by the captures ({} chains not shown)",
+                result.unknown
+            );
+            let _ = writeln!(
+                out,
+                "closed loop:  analyzer (from the capture) against the exchanges that waited: precision {:.4}, recall {:.4} (TP {}, FP {}, FN {}, TN {})",
                 c.precision(),
                 c.recall(),
                 c.true_positives,
@@ -331,37 +332,29 @@ fn closed_loop_text(title: &str, result: &MatrixResult) -> String {
             );
         }
         None => {
+            let _ = writeln!(out);
             let _ = writeln!(out, "closed loop:  skipped (no capture)");
         }
+    }
+    if let Some(c) = &result.fidelity_to_truth {
+        let _ = writeln!(
+            out,
+            "fidelity:     simulator against the exchanges that waited: precision {:.4}, recall {:.4}, stalled-or-not {} of {} ({:.1}%)",
+            c.precision(),
+            c.recall(),
+            c.true_positives + c.true_negatives,
+            c.total(),
+            c.agreement() * 100.0
+        );
     }
     let f = &result.fidelity;
     let _ = writeln!(
         out,
-        "fidelity:     simulator against the lab: precision {:.4}, recall {:.4}",
+        "latencies:    simulator against the lab's latencies: precision {:.4}, recall {:.4}",
         f.confusion.precision(),
         f.confusion.recall()
     );
     out.push_str(&agreement_line(f));
-    for row in &result.rows {
-        let c = &row.sim.confusion;
-        if c.false_positives + c.false_negatives > 0 {
-            let _ = writeln!(
-                out,
-                "  differs: {}: simulator stalled {} the lab did not, missed {}",
-                row.name, c.false_positives, c.false_negatives
-            );
-        }
-        if let Some(found) = &row.run.analyzer_stalled {
-            let a = Confusion::of(found, &row.run.stalled);
-            if a.false_positives + a.false_negatives > 0 {
-                let _ = writeln!(
-                    out,
-                    "  analyzer differs: {}: {} stalls the lab did not measure, {} missed",
-                    row.name, a.false_positives, a.false_negatives
-                );
-            }
-        }
-    }
     out
 }
 

@@ -12,7 +12,7 @@ use crate::Result;
 use crate::capture::Point;
 use crate::compare::{Confusion, SimComparison, compare_with_simulator};
 use crate::delayline::{Lateness, Variation};
-use crate::held::{self, Until};
+use crate::held::{self, Ends, Until};
 use crate::lab::{Lab, LabRun, RunOptions, analyzer_stalled, diagnose};
 use crate::measure::{LatencySummary, Timed, judge_round_trips};
 use crate::programs::{Java, Program, ProgramRun};
@@ -233,9 +233,14 @@ pub fn matrix_files(transactions: u32) -> Vec<(String, ScenarioFile)> {
 #[derive(Default)]
 pub struct MatrixResult {
     pub rows: Vec<Row>,
-    /// Analyzer (from the capture) against the lab's measurement; `None` without capture.
+    /// Analyzer (from the capture) against the exchanges that waited for a delayed ACK by
+    /// the same capture ([`Waited`]); `None` without capture.
     pub closed_loop: Option<Confusion>,
-    /// Simulator against the lab.
+    /// Exchanges whose chain the captures do not show, left out of the closed loop.
+    pub unknown: usize,
+    /// Simulator against the same truth; `None` without capture.
+    pub fidelity_to_truth: Option<Confusion>,
+    /// Simulator against the lab's latencies.
     pub fidelity: SimComparison,
 }
 
@@ -243,8 +248,9 @@ pub fn matrix(lab: &Lab, transactions: u32, options: &RunOptions) -> Result<Matr
     closed_loop(lab, matrix_files(transactions), options)
 }
 
-/// Runs each file; the analyzer against the lab (with capture) and the simulator against
-/// the lab, transaction by transaction, over all of them.
+/// Runs each file; the analyzer and the simulator against the exchanges that waited for a
+/// delayed ACK by the captures (with capture), and the simulator against the lab's
+/// latencies, transaction by transaction, over all of them.
 fn closed_loop(
     lab: &Lab,
     files: Vec<(String, ScenarioFile)>,
@@ -252,16 +258,20 @@ fn closed_loop(
 ) -> Result<MatrixResult> {
     let mut result = MatrixResult::default();
     let mut closed = Confusion::default();
+    let mut to_truth = Confusion::default();
     for (name, file) in files {
         let row = run_row(lab, &name, file, options)?;
-        if let Some(found) = &row.run.analyzer_stalled {
-            closed.add(Confusion::of(found, &row.run.stalled));
+        if let Some(waited) = row.waited() {
+            closed.add(waited.analyzer());
+            to_truth.add(waited.simulator(&row.sim));
+            result.unknown += waited.unknown();
         }
         result.fidelity.add(&row.sim);
         result.rows.push(row);
     }
     if options.capture {
         result.closed_loop = Some(closed);
+        result.fidelity_to_truth = Some(to_truth);
     }
     Ok(result)
 }
@@ -569,6 +579,7 @@ fn held_by_ack(run: &ProgramRun) -> Vec<bool> {
     held::held_by_ack(
         &run.round_trips,
         Until::NextStart,
+        Ends::AtClient,
         capture(Point::Client),
         capture(Point::Server),
     )
