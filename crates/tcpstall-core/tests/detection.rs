@@ -363,6 +363,7 @@ fn client_ack_up_to(wire: &mut Wire, t: Nanos, acked: u32) {
         payload_len: 0,
         options: TcpOptions::default(),
         tunnel: 0,
+        ip_id: 0,
     };
     wire.packet += 1;
     wire.table.observe(&segment, wire.packet);
