@@ -295,6 +295,16 @@ fn a_watched_server_sees_the_stalls_of_a_client_outside() {
             )));
         }
         let found = w.stalls.len();
+        // Beside CPU hogs, about one run in eight reports one stall fewer with no lag on
+        // its answer: the kernel side sends no record for that answer (user space gets
+        // one fewer), for a reason not yet found (docs/watch.md, known limits). Such a run
+        // is recorded again; the last run is judged as it is.
+        if !last && lagged == 0 && found + 1 == truth.slow && truth.between.is_empty() {
+            return Err(Failed::Unclear(format!(
+                "the delayer alone reported {found} stalls for {} slow round trips: one answer unreported",
+                truth.slow
+            )));
+        }
         if lagged == 0 || !(truth.slow.saturating_sub(lagged)..truth.slow).contains(&found) {
             stalls_match(&w, &truth, "watch_cli-server-watched")?;
         }
