@@ -362,6 +362,7 @@ fn client_ack_up_to(wire: &mut Wire, t: Nanos, acked: u32) {
         window: wire.window,
         payload_len: 0,
         options: TcpOptions::default(),
+        ip_id: 0,
         tunnel: 0,
         ip_id: 0,
     };

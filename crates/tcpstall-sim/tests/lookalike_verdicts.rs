@@ -201,6 +201,35 @@ fn acks_paced_by_a_bottleneck_are_not_held_acks() {
     assert_eq!(j.diagnosis.stall_count, 0, "{}", j.describe());
 }
 
+/// A 22,080-byte response through a 64 kbit/s FIFO bottleneck beyond a capture point in
+/// the middle of a 300 ms path: the link sends each full segment 189.2 ms (1,514 bytes at
+/// 64 kbit/s) after the one before while it holds both, the receiver's ACK of each lone
+/// one comes back in between, and the truth has no gap there. Nothing measures the link's
+/// pace from the ACKs, so only the spacing of the segments of one flight shows it.
+#[test]
+fn segments_a_bottleneck_queued_are_not_released_by_the_acks_between_them() {
+    let mut file = scenario("linux", "linux", "custom");
+    file.capture = Some("tap".into());
+    file.link.rtt_ms = 300.0;
+    file.link.bottleneck_bps = Some(64e3);
+    file.link.bottleneck_queue_packets = 30;
+    file.workload.request = vec![479];
+    file.workload.response = vec![22080];
+    file.workload.transactions = 2;
+    let j = judge(&file);
+    let serialization = 1514 * 8 * 1_000_000_000 / 64_000;
+    let queued: Vec<_> = j
+        .result
+        .gaps
+        .iter()
+        .filter(|g| g.sender == SERVER && g.label == Label::NoGap)
+        .filter(|g| (g.end - g.start - serialization).abs() < MS)
+        .collect();
+    assert!(queued.len() > 10, "{}", j.describe());
+    j.assert_no_false_stall();
+    assert_eq!(j.diagnosis.stall_count, 0, "{}", j.describe());
+}
+
 /// A meter's one reading, acknowledged by FreeBSD's 100 ms timer, and its close two
 /// periods (101 ms) after the write: a FIN without data, just after the delayed ACK.
 /// Nothing was held.

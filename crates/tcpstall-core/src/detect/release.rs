@@ -124,10 +124,20 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
         // both say it left before the ACK arrived, whatever the path's spread excuses.
         return Release::NotReleased(Link::TsecrPredatesAck);
     }
-    if echo != Echo::EchoesAck && sooner_than_a_round_trip(ctx, reaction) {
+    // The path-alone round trips came back bare; data released on the ACK's arrival
+    // then crosses the narrow link too (a FIFO link sends a segment one serialization
+    // after it, or the one before it, arrives), so it is seen that much later. Only
+    // where the links before the capture point are the path's: nearer the receiver.
+    let path = &ctx.path[ctx.sender];
+    let near_receiver = ctx.path[ctx.sender.other()].least < path.least;
+    let crossing = if near_receiver && path.floor.is_some_and(|floor| floor <= path.least) {
+        serialization_of_release(ctx)
+    } else {
+        0
+    };
+    if echo != Echo::EchoesAck && sooner_than_a_round_trip(ctx, reaction - crossing) {
         return Release::NotReleased(Link::LeftBeforeAckCouldArrive);
     }
-    let path = &ctx.path[ctx.sender];
     let reaction = reaction - path_delay_of_data(ctx).max(serialization_of_release(ctx));
     if reaction <= on_time_limit(ctx, path.spread) {
         let unmeasured = reaction > on_time_limit(ctx, path.measured_spread);

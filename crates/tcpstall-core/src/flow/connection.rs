@@ -596,6 +596,7 @@ impl Connection {
             config,
         );
         self.dirs[y].peer_spoke_since_data = true;
+        let peer_last = self.dirs[y].last_raw_time;
 
         let dir = &mut self.dirs[x];
         if is_retransmission {
@@ -633,6 +634,7 @@ impl Connection {
             payload: segment.payload_len,
             pushed_past_nagle: segment.flags.fin() || urgent_mode,
             same_message: !dir.peer_spoke_since_data,
+            before_peer_could_release: dir.path_rtt().is_some_and(|rtt| t - peer_last < rtt),
         };
         let small_unacked = self.dirs[x].small_in_flight > 0 && self.small_unacked(segment, x);
         let round_trip = self.dirs[x]

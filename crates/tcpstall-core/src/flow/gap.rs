@@ -198,11 +198,21 @@ impl Connection {
         // sender's segments arrive no closer together than that, and the peer's ACKs for
         // two segments or more come no faster than the slowest link delivers them. Two
         // segments the sender did not send back to back arrive further apart than that,
-        // so the spacing counts only up to the pace the ACKs measured.
+        // so the spacing counts only up to the pace the ACKs measured. Where they
+        // measured none and the capture point is nearer the receiver than the sender
+        // (there each ACK for two leaves as the second arrives), the spacing of two
+        // segments of one flight is the link's own: a FIFO link sends each one
+        // serialization after the one before while it holds both.
         let serialization = PerSide::from_fn(|side| {
-            let spacing = self.dirs[side].sender.full_segment_spacing();
-            let delivery = self.dirs[side.other()].acks.least_delivery_per_segment();
-            spacing.zip(delivery).map_or(0, |(s, d)| s.min(d))
+            let sender = &self.dirs[side].sender;
+            let near_receiver = path[side.other()].least < path[side].least;
+            match self.dirs[side.other()].acks.least_delivery_per_segment() {
+                Some(delivery) => sender
+                    .full_segment_spacing()
+                    .map_or(0, |spacing| spacing.min(delivery)),
+                None if near_receiver => sender.full_segment_spacing_in_flight().unwrap_or(0),
+                None => 0,
+            }
         });
         // Whether each side's peer acknowledges at once, over its gaps' releasing ACKs.
         let acks_at_once = PerSide::from_fn(|sender| {

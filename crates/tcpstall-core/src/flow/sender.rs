@@ -13,7 +13,7 @@ use crate::seq::SeqNumber;
 const MIN_SEGMENT_LIMIT: u32 = 1024;
 
 /// Per direction: the evidence about its sender's rules. Read on every data segment, so
-/// kept in 56 bytes.
+/// kept in 64 bytes.
 #[derive(Clone, Debug)]
 pub struct SenderEvidence {
     /// When this side was seen, for the second time, sending a sub-MSS segment while an
@@ -41,6 +41,10 @@ pub struct SenderEvidence {
     /// than one takes to cross it, so this is at least a full segment's serialization on
     /// the links before the capture point, and that when two were sent back to back.
     least_full_spacing: Nanos,
+    /// The same over pairs whose second segment left its sender before the other side's
+    /// last segment could reach it: two segments of one flight, which only a link between
+    /// them spaced (`Nanos::MAX`: none yet).
+    least_full_spacing_in_flight: Nanos,
 }
 
 impl Default for SenderEvidence {
@@ -55,6 +59,7 @@ impl Default for SenderEvidence {
             segment_limit: 0,
             largest_below_mss: 0,
             least_full_spacing: Nanos::MAX,
+            least_full_spacing_in_flight: Nanos::MAX,
         }
     }
 }
@@ -72,6 +77,10 @@ pub struct SentData {
     /// The other side sent no data since this side's previous data segment: both belong
     /// to one message.
     pub same_message: bool,
+    /// It reached the capture point sooner than a round trip to its sender after the
+    /// other side's last segment: it left before that segment could reach the sender, so
+    /// nothing the other side sent since released it.
+    pub before_peer_could_release: bool,
 }
 
 impl SenderEvidence {
@@ -161,7 +170,11 @@ impl SenderEvidence {
             }
         }
         if follows_previous && data.payload >= full && self.last_payload >= full {
-            self.least_full_spacing = self.least_full_spacing.min(data.time - self.last_time);
+            let spacing = data.time - self.last_time;
+            self.least_full_spacing = self.least_full_spacing.min(spacing);
+            if data.before_peer_could_release {
+                self.least_full_spacing_in_flight = self.least_full_spacing_in_flight.min(spacing);
+            }
         }
         self.last_time = data.time;
         self.last_end = data.end;
@@ -173,6 +186,13 @@ impl SenderEvidence {
     /// point, if it sent two.
     pub fn full_segment_spacing(&self) -> Option<Nanos> {
         (self.least_full_spacing != Nanos::MAX).then_some(self.least_full_spacing)
+    }
+
+    /// The least time between two of its contiguous full-sized segments of one flight
+    /// (the second released by nothing the other side sent after the first), if any.
+    pub fn full_segment_spacing_in_flight(&self) -> Option<Nanos> {
+        (self.least_full_spacing_in_flight != Nanos::MAX)
+            .then_some(self.least_full_spacing_in_flight)
     }
 
     /// When this side was seen, for the second time, not applying Nagle.
@@ -256,6 +276,7 @@ mod tests {
             payload,
             pushed_past_nagle: false,
             same_message: true,
+            before_peer_could_release: false,
         }
     }
 
