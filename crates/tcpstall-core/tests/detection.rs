@@ -364,7 +364,6 @@ fn client_ack_up_to(wire: &mut Wire, t: Nanos, acked: u32) {
         options: TcpOptions::default(),
         ip_id: 0,
         tunnel: 0,
-        ip_id: 0,
     };
     wire.packet += 1;
     wire.table.observe(&segment, wire.packet);
