@@ -105,6 +105,7 @@ fn every_stalled_round_trip_is_reported_with_the_client_as_holder() {
         let w = watch_echo_pair(&[], "two-writes", 20)?;
         let truth = slow_round_trips(&w, 20)?;
         truth.clear_unless_last(last)?;
+        one_event_lost(&w, &truth, "timer-seen", last)?;
         let reported = w.stalls.len();
         // One stall in each slow round trip, none in a fast one.
         if !truth.admits(reported) {
@@ -249,6 +250,37 @@ fn slow_round_trips(w: &Watched, rounds: usize) -> Result<Truth, String> {
     Ok(truth)
 }
 
+/// On a host beside CPU-bound loops, about one run in five to eight loses one kernel
+/// event: the kernel did not run a program of the watch for it (docs/watch.md, limits).
+/// Such a run, one stall fewer than the slow round trips or one stall whose timer was not
+/// seen (`expected_evidence` is what the others carry), is recorded again; the last run is
+/// judged as it is.
+fn one_event_lost(
+    w: &Watched,
+    truth: &Truth,
+    expected_evidence: &str,
+    last: bool,
+) -> Result<(), Failed> {
+    if last || !truth.between.is_empty() {
+        return Ok(());
+    }
+    let other_evidence = w
+        .stalls
+        .iter()
+        .filter(|s| s["evidence"] != expected_evidence)
+        .count();
+    let one_fewer = w.stalls.len() + 1 == truth.slow && other_evidence == 0;
+    let one_unseen = w.stalls.len() == truth.slow && other_evidence == 1;
+    if one_fewer || one_unseen {
+        return Err(Failed::Unclear(format!(
+            "one event lost: {} stalls for {} slow round trips, {other_evidence} without evidence {expected_evidence}",
+            w.stalls.len(),
+            truth.slow
+        )));
+    }
+    Ok(())
+}
+
 /// One stall in each slow round trip of the client, none in a fast one.
 fn stalls_match(w: &Watched, truth: &Truth, name: &str) -> Result<(), Failed> {
     if truth.admits(w.stalls.len()) {
@@ -295,15 +327,8 @@ fn a_watched_server_sees_the_stalls_of_a_client_outside() {
             )));
         }
         let found = w.stalls.len();
-        // Beside CPU hogs, about one run in eight reports one stall fewer with no lag on
-        // its answer: the kernel side sends no record for that answer (user space gets
-        // one fewer), for a reason not yet found (docs/watch.md, known limits). Such a run
-        // is recorded again; the last run is judged as it is.
-        if !last && lagged == 0 && found + 1 == truth.slow && truth.between.is_empty() {
-            return Err(Failed::Unclear(format!(
-                "the delayer alone reported {found} stalls for {} slow round trips: one answer unreported",
-                truth.slow
-            )));
+        if lagged == 0 {
+            one_event_lost(&w, &truth, "delayer-side", last)?;
         }
         if lagged == 0 || !(truth.slow.saturating_sub(lagged)..truth.slow).contains(&found) {
             stalls_match(&w, &truth, "watch_cli-server-watched")?;
@@ -339,6 +364,7 @@ fn a_watched_client_sees_its_stalls_with_the_server_outside() {
         let (w, client_pid) = watch_one_end("client", 20, free_port())?;
         let truth = slow_round_trips(&w, 20)?;
         truth.clear_unless_last(last)?;
+        one_event_lost(&w, &truth, "timer-seen", last)?;
         stalls_match(&w, &truth, "watch_cli-client-watched")?;
         let reported = w.stalls.len() as i64;
         for stall in &w.stalls {

@@ -28,7 +28,8 @@
 //! Must hold, from each position and on each path: as many stalls as slow round trips,
 //! each in a slow round trip (the delayer alone is held to those whose answer the host
 //! did not delay by more than half the turnaround its rule allows, column `lagged`
-//! counting the others, whose stalls may be reported or not); the timer reported within 5 ms of the true one (median); no
+//! counting the others, whose stalls may be reported or not; a run where a position is
+//! off by one event, which a busy host can make the kernel skip, is recorded again); the timer reported within 5 ms of the true one (median); no
 //! stall for the echo. A failing run's watch output, program output and captures are kept
 //! under `target/tmp/`, whose path the failure names.
 
@@ -823,7 +824,12 @@ fn every_stall_from_every_position_on_varying_paths() {
                             .judged
                             .iter()
                             .any(|(p, j)| *p == Position::Delayer && j.slow == 0 && j.excused > 0);
-                        if (unclear == 0 && !echo_slow && !delayer_unjudged)
+                        // A position off by one event: on a busy host the kernel may not
+                        // run a program of the watch for one event (docs/watch.md, limits).
+                        let one_event_lost = run.judged.iter().any(|(_, j)| {
+                            !j.exact() && j.extra <= 1 && j.missed <= 1 && j.untimed == 0
+                        });
+                        if (unclear == 0 && !echo_slow && !delayer_unjudged && !one_event_lost)
                             || attempt >= MAX_ATTEMPTS
                         {
                             break Ok((run, dir));
@@ -833,6 +839,8 @@ fn every_stall_from_every_position_on_varying_paths() {
                             if echo_slow { ", or the echo slow" } else { "" },
                             if delayer_unjudged {
                                 ", or the host lagged on every answer the delayer alone would judge"
+                            } else if one_event_lost {
+                                ", or a position was off by one event"
                             } else {
                                 ""
                             },
