@@ -397,6 +397,16 @@ fn stalls_are_named_by_the_container_of_their_cgroup() {
             truth.clear_unless_last(last)?;
             let (objects, stdout, stderr) = watch.stop()?;
             let stalls: Vec<_> = objects.iter().filter(|o| o["type"] == "stall").collect();
+            // A busy host can keep the kernel from running a program of the watch for
+            // one event (docs/watch.md, limits): one stall fewer is recorded again, the
+            // last run judged as it is.
+            if !last && truth.between.is_empty() && stalls.len() + 1 == truth.slow {
+                return Err(Failed::Unclear(format!(
+                    "one event lost: {} stalls for {} slow round trips",
+                    stalls.len(),
+                    truth.slow
+                )));
+            }
             // Each slow round trip held by the timer is one stall, and a fast one none:
             // a count outside that is watch's error, not the host's load.
             if !truth.admits(stalls.len()) {
