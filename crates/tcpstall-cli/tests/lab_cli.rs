@@ -138,6 +138,26 @@ fn seed002_table_counts_the_exchanges_that_waited_and_analyze_finds_exactly_thos
 /// A single run's lines on its captures: `waited: 5 of 6 transactions waited for a delayed
 /// ACK by the captures (0 chains not shown)` and `analyzer: ... agree with the captures on
 /// 6 of 6`, as (waited, transactions, not shown, agreed, judged).
+/// What `run_truth` reads: waited, exchanges, chains not shown, agreed, judged.
+type RunTruth = (usize, usize, usize, usize, usize);
+
+/// A captured single run's output and its truth ([`run_truth`]); a run whose captures
+/// do not show every exchange's chain is recorded again unless it is the last.
+fn captured_truth(out: &std::process::Output, last: bool) -> Result<(String, RunTruth), Failed> {
+    let text = stdout(out);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    let truth = run_truth(&text)?;
+    let unknown = truth.2;
+    if unknown > 0 && !last {
+        return Err(Failed::Unclear(format!(
+            "{unknown} chains not shown\n{text}"
+        )));
+    }
+    Ok((text, truth))
+}
+
 fn run_truth(text: &str) -> Result<(usize, usize, usize, usize, usize), String> {
     let words = |prefix: &str| -> Result<Vec<&str>, String> {
         Ok(text
@@ -231,16 +251,7 @@ fn capture_is_diagnosed_and_agrees_with_the_measurement() {
             "--capture",
             pcap.to_str().unwrap_or_default(),
         ]);
-        let text = stdout(&out);
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-        }
-        let (waited, n, unknown, agreed, judged) = run_truth(&text)?;
-        if unknown > 0 && !last {
-            return Err(Failed::Unclear(format!(
-                "{unknown} chains not shown\n{text}"
-            )));
-        }
+        let (text, (waited, n, unknown, agreed, judged)) = captured_truth(&out, last)?;
         // All but the first (quick-ACK mode at the connection's start) waited for the
         // timer by the captures, and the analyzer found exactly those.
         if (waited, n) != (7, 8) || agreed != judged || judged + unknown != n {
@@ -324,16 +335,7 @@ fn delay_line_reproduces_seed003_against_the_simulator() {
             "--capture",
             pcap.to_str().unwrap_or_default(),
         ]);
-        let text = stdout(&out);
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-        }
-        let (waited, n, unknown, agreed, judged) = run_truth(&text)?;
-        if unknown > 0 && !last {
-            return Err(Failed::Unclear(format!(
-                "{unknown} chains not shown\n{text}"
-            )));
-        }
+        let (text, (waited, n, unknown, agreed, judged)) = captured_truth(&out, last)?;
         // Each split request but the first waits for the server's delayed ACK, and the
         // analyzer finds exactly those.
         if (waited, n) != (5, 6) || agreed != judged || judged + unknown != n {
@@ -359,16 +361,7 @@ fn delay_line_reproduces_seed003_against_the_simulator() {
             "--capture",
             pcap.to_str().unwrap_or_default(),
         ]);
-        let text = stdout(&out);
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
-        }
-        let (waited, n, unknown, agreed, judged) = run_truth(&text)?;
-        if unknown > 0 && !last {
-            return Err(Failed::Unclear(format!(
-                "{unknown} chains not shown\n{text}"
-            )));
-        }
+        let (text, (waited, n, _, agreed, judged)) = captured_truth(&out, last)?;
         if waited != 0 || n != 6 || agreed != judged {
             return Err(format!(
                 "one write: waited {waited} of {n}, analyzer agrees on {agreed} of {judged}\n{text}"
