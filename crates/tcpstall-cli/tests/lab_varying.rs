@@ -3,7 +3,7 @@
 //! WAN-like path whose delay varies per packet, captured at the client, the middle and
 //! the server. At every point the analyzer must report exactly the stalls the programs'
 //! own timings in that very run show: one in each round trip the client timed as slow,
-//! none in one it timed as fast. A round trip in the band between the two (a busy host
+//! none in one it timed as fast, and name the delayer's stack Linux. A round trip in the band between the two (a busy host
 //! delayed a program) makes the suite run the pair again, a bounded number of times, and
 //! counts either way in the last run. Without root or without a JDK the test says what it
 //! skipped and why.
@@ -148,6 +148,34 @@ fn varying_delays_every_measured_stall_at_every_capture_point() {
             }
         }
     }
+    // Both programs run on this Linux kernel: at every capture point, however the path's
+    // delay varied, the delayer's timer reads as Linux's.
+    let mut captures: Vec<_> = std::fs::read_dir(&dir.0)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "pcap"))
+        .collect();
+    captures.sort();
+    assert_eq!(captures.len(), 12, "captures written: {captures:?}\n{text}");
+    for capture in &captures {
+        let report = common::analyze_json(capture);
+        let timers: Vec<String> = report["connections"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["directions"].as_array().into_iter().flatten())
+            .filter(|d| !d["delayed_ack"].is_null())
+            .map(|d| d["delayed_ack"]["timer"].to_string())
+            .collect();
+        if timers.is_empty() || timers.iter().any(|t| t != "\"40ms\"") {
+            failures.push(format!(
+                "{}: the delayer's timer read as {timers:?}, not Linux's 40 ms",
+                capture.display()
+            ));
+        }
+    }
     if judged == 0 {
         common::skipped(format_args!(
             "lab_varying: no pair judged, the delay line was late in every run of each"
@@ -161,7 +189,7 @@ fn varying_delays_every_measured_stall_at_every_capture_point() {
         }
         let _ = std::fs::write(keep.join("suite.txt"), &text);
         panic!(
-            "the analyzer and the programs' timings differ (captures and the suite's report kept in {}):\n{}\n\n{text}",
+            "the analyzer and the programs' timings differ, or the delayer was not named Linux (captures and the suite's report kept in {}):\n{}\n\n{text}",
             keep.display(),
             failures.join("\n")
         );
