@@ -135,6 +135,24 @@ const EARLY_SLACK: Nanos = MS;
 /// A capture's clock and the hosts' turnaround: how much later than a timer's most.
 const LATE_SLACK: Nanos = 4 * MS;
 
+/// Whether the ACKs a timer sent, at `times` as the capture saw them, left on a 200 ms
+/// tick: a classic BSD fast timer (`tcp_fasttimo`, every 200 ms) sends every delayed ACK
+/// of the host on its ticks, so each is a whole number of ticks after the one before; a
+/// per-connection timer sends each one its delay after the data. Three spacings at least,
+/// each within `tolerance` (the path's spread from the delayer to the capture point and
+/// the capture clock) of a whole number of ticks.
+pub fn left_on_a_tick(times: &[Nanos], tolerance: Nanos) -> bool {
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    let spacings: Vec<Nanos> = sorted.windows(2).map(|w| w[1] - w[0]).collect();
+    let tick = stacks::BSD_FAST_TICK;
+    spacings.len() >= 3
+        && spacings.iter().all(|&s| {
+            let off = s.rem_euclid(tick).min(tick - s.rem_euclid(tick));
+            s + tolerance >= tick && off <= tolerance
+        })
+}
+
 /// The delays a per-connection timer shows at the delayer, least and most.
 fn fixed_timer_window(timer: TimerGuess) -> Option<(Nanos, Nanos)> {
     match timer {
@@ -167,6 +185,14 @@ fn fixed_timer_window(timer: TimerGuess) -> Option<(Nanos, Nanos)> {
 /// them. Delays that no one timer can give, even with the path's share taken either way,
 /// spread over a tick's phase (classic BSD's 200 ms fast timer) when they stay within it.
 pub fn read_timer(delays: &[Nanos], ranges: &[(Nanos, Nanos)]) -> TimerReading {
+    read_timer_on(delays, ranges, false)
+}
+
+/// As [`read_timer`], told whether the timer's ACKs left on a 200 ms tick
+/// ([`left_on_a_tick`]): then delays that fit a per-connection timer shorter than the
+/// tick came from the tick's phase, since such a timer leaves its ACKs wherever the
+/// exchanges put them.
+pub fn read_timer_on(delays: &[Nanos], ranges: &[(Nanos, Nanos)], on_tick: bool) -> TimerReading {
     let mut sorted = delays.to_vec();
     sorted.sort_unstable();
     let median = sorted[sorted.len() / 2];
@@ -190,6 +216,11 @@ pub fn read_timer(delays: &[Nanos], ranges: &[(Nanos, Nanos)]) -> TimerReading {
     .into_iter()
     .filter(|&t| !disagree && fixed_timer_window(t).is_some_and(fits))
     .collect();
+    let shorter_than_the_tick =
+        |t: &TimerGuess| matches!(t, TimerGuess::Linux40 | TimerGuess::FreeBsd100);
+    if on_tick && !candidates.is_empty() && candidates.iter().all(shorter_than_the_tick) {
+        candidates = vec![TimerGuess::PhasedTick200];
+    }
     // A tick fires at a phase the data's arrival sets: delays anywhere within its
     // period, or (data on a steady clock of its own) one delay that no stack's timer
     // explains.
@@ -317,6 +348,48 @@ mod tests {
             windows.timer,
             TimerGuess::Fixed200,
             "a 200 ms timer fires at 184 ms at the soonest"
+        );
+    }
+
+    #[test]
+    fn one_delay_on_a_200ms_tick_is_the_tick_not_linux() {
+        // A classic BSD fast timer in a closed loop: every exchange lands at the same
+        // phase, so every delay reads 36 ms, which Linux's timer gives too; but the ACKs
+        // left a whole number of 200 ms ticks apart.
+        let (delays, ranges) = through_path(&[36, 36, 37, 36, 36], 0);
+        let acks = ms(&[1_000, 1_400, 1_600, 2_000, 2_200]);
+        assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Linux40);
+        let on_tick = left_on_a_tick(&acks, 2 * MS);
+        assert!(on_tick);
+        let reading = read_timer_on(&delays, &ranges, on_tick);
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(reading.could_be, vec![TimerGuess::PhasedTick200]);
+    }
+
+    #[test]
+    fn a_per_connection_timer_leaves_its_acks_where_the_exchanges_put_them() {
+        // Linux's 40 ms timer on a 20 ms path: an ACK every 61 ms or so.
+        assert!(!left_on_a_tick(
+            &ms(&[1_000, 1_061, 1_122, 1_184, 1_245]),
+            2 * MS
+        ));
+        // Near the tick's multiples, but one spacing off by more than the tolerance.
+        assert!(!left_on_a_tick(&ms(&[1_000, 1_400, 1_607, 2_007]), 2 * MS));
+        // Two spacings say nothing.
+        assert!(!left_on_a_tick(&ms(&[1_000, 1_200, 1_400]), 2 * MS));
+    }
+
+    #[test]
+    fn a_200ms_timer_on_a_lan_stays_windows_on_the_tick() {
+        // Windows' 200 ms timer with exchanges that take no time besides it leaves ACKs
+        // 200 ms apart as a tick would; the delays fit it, and the reading keeps it.
+        let (delays, ranges) = through_path(&[200, 201, 200, 200], 0);
+        let acks = ms(&[1_000, 1_200, 1_401, 1_601]);
+        let on_tick = left_on_a_tick(&acks, 2 * MS);
+        assert!(on_tick);
+        assert_eq!(
+            read_timer_on(&delays, &ranges, on_tick).timer,
+            TimerGuess::Fixed200
         );
     }
 }

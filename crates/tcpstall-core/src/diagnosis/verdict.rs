@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::fixes::{InferredScenario, rank_fixes};
-use super::timer::{DelayedAckProfile, read_timer};
+use super::timer::{DelayedAckProfile, left_on_a_tick, read_timer_on};
 use super::{DirectionDiagnosis, Fix, Role};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
@@ -303,6 +303,13 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
     diagnosis
 }
 
+/// A tick's ACKs leave within this of its beat at the delayer (a timer interrupt's
+/// lateness, the host's turnaround).
+const TICK_TIMING: Nanos = 2 * crate::segment::NANOS_PER_MILLI;
+/// Beyond this much spread on the way back, a spacing falls near a whole number of 200 ms
+/// ticks by chance too often (one in ten) for three of them to show a tick.
+const TICK_TOLERANCE_CEILING: Nanos = 10 * crate::segment::NANOS_PER_MILLI;
+
 /// What the stalls `holder` held show: its delayer's timer, its pattern, whether its
 /// Nagle is classic. None when it held none.
 fn direction_diagnosis(
@@ -336,7 +343,12 @@ fn direction_diagnosis(
         })
         .collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
-        let reading = read_timer(&delays, &ranges);
+        // The ACKs' times at the capture point move with the way back from the delayer:
+        // its spread, and the capture clock's step.
+        let ack_times: Vec<Nanos> = held.iter().filter_map(|e| e.ack_time).collect();
+        let tolerance = TICK_TIMING + spread;
+        let on_tick = tolerance <= TICK_TOLERANCE_CEILING && left_on_a_tick(&ack_times, tolerance);
+        let reading = read_timer_on(&delays, &ranges, on_tick);
         DelayedAckProfile {
             role: side_roles[delayer],
             endpoint: endpoints[delayer],
