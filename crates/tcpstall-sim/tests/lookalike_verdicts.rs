@@ -558,3 +558,33 @@ fn acks_a_short_timer_held_are_no_queue_the_replies_between_them_deny() {
     assert_eq!(found, truth, "{}", j.describe());
     j.assert_no_false_stall();
 }
+
+/// AIX's 200 ms fast timer (a global tick, as classic BSD's `tcp_fasttimo`) delaying a
+/// Linux client's requests that follow a steady 50 ms think time over a steady 150 ms path:
+/// each exchange meets the tick at the same phase, so every delay is one value that
+/// Linux's 40 ms timer could give, but the timer's ACKs leave a whole number of 200 ms
+/// apart. From every capture point the delayer is read as the tick, not as Linux.
+#[test]
+fn a_tick_met_at_a_steady_phase_is_read_from_the_acks_spacing() {
+    for capture in ["client", "server", "tap"] {
+        let mut file = scenario("linux", "aix", "two-writes");
+        file.capture = Some(capture.into());
+        file.link.rtt_ms = 150.0;
+        file.link.jitter_ms = 0.1;
+        file.workload.client_think_ms = 50.0;
+        file.workload.transactions = 10;
+        let j = judge(&file);
+        let profile = j.diagnosis.delayed_ack.as_ref().expect("a delayer");
+        assert!(
+            (30 * MS..=60 * MS).contains(&profile.median),
+            "at the {capture}: one delay within Linux's timer\n{}",
+            j.describe()
+        );
+        assert_eq!(
+            (profile.timer, profile.could_be.as_slice()),
+            (TimerGuess::Other, &[TimerGuess::PhasedTick200][..]),
+            "at the {capture}\n{}",
+            j.describe()
+        );
+    }
+}
