@@ -135,10 +135,7 @@ fn seed002_table_counts_the_exchanges_that_waited_and_analyze_finds_exactly_thos
     });
 }
 
-/// A single run's lines on its captures: `waited: 5 of 6 transactions waited for a delayed
-/// ACK by the captures (0 chains not shown)` and `analyzer: ... agree with the captures on
-/// 6 of 6`, as (waited, transactions, not shown, agreed, judged).
-/// What `run_truth` reads: waited, exchanges, chains not shown, agreed, judged.
+/// What [`run_truth`] reads: waited, exchanges, chains not shown, agreed, judged.
 type RunTruth = (usize, usize, usize, usize, usize);
 
 /// A captured single run's output and its truth ([`run_truth`]); a run whose captures
@@ -158,7 +155,10 @@ fn captured_truth(out: &std::process::Output, last: bool) -> Result<(String, Run
     Ok((text, truth))
 }
 
-fn run_truth(text: &str) -> Result<(usize, usize, usize, usize, usize), String> {
+/// A single run's lines on its captures: `waited: 5 of 6 transactions waited for a delayed
+/// ACK by the captures (0 chains not shown)` and `analyzer: ... agree with the captures on
+/// 6 of 6`, as (waited, transactions, not shown, agreed, judged).
+fn run_truth(text: &str) -> Result<RunTruth, String> {
     let words = |prefix: &str| -> Result<Vec<&str>, String> {
         Ok(text
             .lines()

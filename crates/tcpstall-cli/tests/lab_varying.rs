@@ -3,9 +3,9 @@
 //! WAN-like path whose delay varies per packet, captured at the client, the middle and
 //! the server. At every point the analyzer must report exactly the stalls the programs'
 //! own timings in that very run show: one in each round trip the client timed as slow,
-//! none in one it timed as fast, and name the delayer's stack Linux. A round trip in the band between the two (a busy host
-//! delayed a program) makes the suite run the pair again, a bounded number of times, and
-//! counts either way in the last run. Without root or without a JDK the test says what it
+//! none in one it timed as fast, and name the delayer's stack Linux. A round trip in the
+//! band between the two (a busy host delayed a program) makes the suite run the pair
+//! again, a bounded number of times, and counts either way in the last run. Without root or without a JDK the test says what it
 //! skipped and why.
 
 mod common;

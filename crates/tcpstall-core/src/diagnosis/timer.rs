@@ -139,8 +139,8 @@ const LATE_SLACK: Nanos = 4 * MS;
 /// tick: a classic BSD fast timer (`tcp_fasttimo`, every 200 ms) sends every delayed ACK
 /// of the host on its ticks, so each is a whole number of ticks after the one before; a
 /// per-connection timer sends each one its delay after the data. Three spacings at least,
-/// each within `tolerance` (the path's spread from the delayer to the capture point and
-/// the capture clock) of a whole number of ticks.
+/// each within `tolerance` (what the way from the delayer to the capture point may move
+/// an ACK by) of a whole number of ticks, one at least.
 pub fn left_on_a_tick(times: &[Nanos], tolerance: Nanos) -> bool {
     let mut sorted = times.to_vec();
     sorted.sort_unstable();
@@ -148,8 +148,8 @@ pub fn left_on_a_tick(times: &[Nanos], tolerance: Nanos) -> bool {
     let tick = stacks::BSD_FAST_TICK;
     spacings.len() >= 3
         && spacings.iter().all(|&s| {
-            let off = s.rem_euclid(tick).min(tick - s.rem_euclid(tick));
-            s + tolerance >= tick && off <= tolerance
+            let phase = s.rem_euclid(tick);
+            s + tolerance >= tick && phase.min(tick - phase) <= tolerance
         })
 }
 

@@ -344,7 +344,7 @@ fn direction_diagnosis(
         .collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
         // The ACKs' times at the capture point move with the way back from the delayer:
-        // its spread, and the capture clock's step.
+        // by its spread.
         let ack_times: Vec<Nanos> = held.iter().filter_map(|e| e.ack_time).collect();
         let tolerance = TICK_TIMING + spread;
         let on_tick = tolerance <= TICK_TOLERANCE_CEILING && left_on_a_tick(&ack_times, tolerance);
