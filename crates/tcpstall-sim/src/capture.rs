@@ -231,6 +231,7 @@ mod tests {
                 timestamps: None,
                 mss_option: None,
                 window_scale: None,
+                sack: [(0, 0); crate::endpoint::SACK_BLOCKS],
                 ack_delay: None,
                 retransmission: false,
                 kind: SegmentKind::Data,

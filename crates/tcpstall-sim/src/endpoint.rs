@@ -61,6 +61,9 @@ pub struct WireSegment {
     pub timestamps: Option<(u32, u32)>,
     pub mss_option: Option<u32>,
     pub window_scale: Option<u8>,
+    /// The receiver's out-of-order blocks (RFC 2018 SACK), lowest first; empty ones are
+    /// (0, 0).
+    pub sack: [(u64, u64); SACK_BLOCKS],
     /// This pure ACK was held by the delayed-ACK timer for this long after the data.
     pub ack_delay: Option<Nanos>,
     pub retransmission: bool,
@@ -74,6 +77,9 @@ pub struct WireSegment {
     /// When the endpoint sent it.
     pub sent: Nanos,
 }
+
+/// SACK blocks an ACK carries: three fit beside the timestamp option (RFC 2018 3).
+pub const SACK_BLOCKS: usize = 3;
 
 /// Why a sender could not send what the application had written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +193,10 @@ pub struct Endpoint {
     dupacks: u32,
     /// Loss recovery runs until this is acknowledged (RFC 6582 "recover").
     recover: Option<u64>,
+    /// In loss recovery, where the next resend starts.
+    resend_next: u64,
+    /// What the peer's SACK blocks say it holds above `snd_una`.
+    sacked: Vec<(u64, u64)>,
     hold: Option<(HoldReason, Nanos)>,
     cork_deadline: Option<Nanos>,
     /// When this side's last data segment has left the host (set by the link).
@@ -257,6 +267,8 @@ impl Endpoint {
             rtt_probe: None,
             dupacks: 0,
             recover: None,
+            resend_next: 0,
+            sacked: Vec::new(),
             hold: None,
             cork_deadline: None,
             data_in_host_until: 0,
@@ -347,6 +359,7 @@ impl Endpoint {
                 .then(|| (self.tsval(now), if ack { self.ts_recent } else { 0 })),
             mss_option: Some(announced_mss),
             window_scale: Some(WINDOW_SCALE),
+            sack: [(0, 0); SACK_BLOCKS],
             ack_delay: None,
             retransmission: false,
             kind: SegmentKind::Handshake,
@@ -410,6 +423,7 @@ impl Endpoint {
             timestamps: self.timestamps.then(|| (self.tsval(now), self.ts_recent)),
             mss_option: None,
             window_scale: None,
+            sack: self.sack_blocks(),
             ack_delay: None,
             retransmission: false,
             kind,
@@ -780,8 +794,69 @@ impl Endpoint {
         self.rto = (self.rto * 2).min(MAX_RTO);
         self.rtt_probe = None;
         self.recover = Some(self.snd_nxt);
-        self.retransmit_head(now, true, None, out);
+        // RFC 2018 8: after a timeout the SACK scoreboard is not trusted.
+        self.sacked.clear();
+        self.resend_next = self.snd_una;
+        self.resend_lost(now, true, None, out);
         out.rto_at = Some(now + self.rto);
+    }
+
+    /// Resends, from `resend_next` up to `recover`, what the peer has not SACKed, as the
+    /// congestion window allows: at least one segment, the first unacknowledged one, when
+    /// nothing has been resent past it. After a timeout this is slow start from one
+    /// segment going back over everything outstanding (RFC 5681 3.1; BSD tcp_timer_rexmt
+    /// sets snd_nxt to snd_una, Linux tcp_enter_loss marks all of it lost); on a partial
+    /// ACK it is the rest of what was sent before the resend that ACK covers (RFC 8985 6.2:
+    /// a segment sent before one since delivered is lost). `trigger` is the ACK that
+    /// called for it.
+    fn resend_lost(
+        &mut self,
+        now: Nanos,
+        by_timer: bool,
+        trigger: Option<&WireSegment>,
+        out: &mut Output,
+    ) {
+        let end = self
+            .recover
+            .unwrap_or(self.snd_nxt)
+            .min(self.snd_nxt)
+            .min(self.written);
+        let mss = u64::from(self.send_mss);
+        let mut next = self.resend_next.max(self.snd_una);
+        let must_send_head = next == self.snd_una;
+        while next < end {
+            if let Some(&(_, block_end)) = self.sacked.iter().find(|&&(s, e)| s <= next && next < e)
+            {
+                next = block_end;
+                continue;
+            }
+            let sacked_below: u64 = self
+                .sacked
+                .iter()
+                .map(|&(s, e)| e.min(next).saturating_sub(s.max(self.snd_una)))
+                .sum();
+            let pipe = next - self.snd_una - sacked_below;
+            if !(must_send_head && next == self.snd_una) && pipe + mss > self.cwnd.max(mss) {
+                break;
+            }
+            let next_block = self
+                .sacked
+                .iter()
+                .map(|&(s, _)| s)
+                .filter(|&s| s > next)
+                .min()
+                .unwrap_or(end);
+            let len = (end.min(next_block) - next).min(mss) as u32;
+            let mut segment =
+                self.segment(now, next, len, SegmentKind::Retransmission { by_timer });
+            segment.retransmission = true;
+            segment.released_by = trigger.map(|t| t.id);
+            segment.psh = true;
+            self.clear_delayed_ack();
+            out.segments.push(segment);
+            next += u64::from(len);
+        }
+        self.resend_next = next;
     }
 
     /// Resends the first unacknowledged segment; `trigger` is the ACK that called for it.
@@ -820,6 +895,7 @@ impl Endpoint {
         // RFC 5681 2: a duplicate ACK leaves the window as it was; a window update is none.
         let window_unchanged = segment.ack + segment.window == self.peer_right_edge;
         self.note_peer_window(segment);
+        self.note_sack(segment);
         if segment.ack > self.snd_una && segment.ack <= self.snd_nxt {
             let acked = segment.ack - self.snd_una;
             self.snd_una = segment.ack;
@@ -859,21 +935,42 @@ impl Endpoint {
                     ((self.snd_nxt - self.snd_una) / 2).max(2 * u64::from(self.send_mss));
                 self.cwnd = self.ssthresh;
                 self.recover = Some(self.snd_nxt);
+                self.resend_next = self.snd_una;
                 self.retransmit_head(now, false, Some(segment), out);
+                self.resend_next = self.snd_una + u64::from(self.send_mss);
             }
         }
         self.try_send(now, Some(segment), out);
     }
 
     /// NewReno (RFC 6582 3.2): during loss recovery, an ACK that covers only part of what
-    /// was outstanding means the next segment was lost too: resend it at once.
+    /// was outstanding means the next segment was lost too: resend it, and with it what
+    /// else the window allows of what the peer has not SACKed.
     fn partial_ack(&mut self, now: Nanos, ack: &WireSegment, out: &mut Output) {
         match self.recover {
-            Some(recover) if self.snd_una < recover => {
-                self.retransmit_head(now, false, Some(ack), out)
-            }
+            Some(recover) if self.snd_una < recover => self.resend_lost(now, false, Some(ack), out),
             _ => self.recover = None,
         }
+    }
+
+    /// The peer's SACK blocks join the scoreboard; what is acknowledged leaves it.
+    fn note_sack(&mut self, segment: &WireSegment) {
+        for &(start, end) in segment.sack.iter().filter(|(s, e)| s < e) {
+            if !self.sacked.iter().any(|&(s, e)| s <= start && end <= e) {
+                self.sacked.push((start, end));
+            }
+        }
+        let acked = segment.ack.max(self.snd_una);
+        self.sacked.retain(|&(_, e)| e > acked);
+    }
+
+    /// The receiver's SACK blocks (RFC 2018): its out-of-order data, lowest first.
+    fn sack_blocks(&self) -> [(u64, u64); SACK_BLOCKS] {
+        let mut blocks = [(0, 0); SACK_BLOCKS];
+        for (slot, &block) in blocks.iter_mut().zip(&self.out_of_order) {
+            *slot = block;
+        }
+        blocks
     }
 
     /// RFC 9293 3.10.7.4: the window a segment offers starts at its ACK; the link keeps
@@ -938,7 +1035,7 @@ impl Endpoint {
         }
         if segment.seq > self.rcv_nxt {
             // RFC 5681 4.2: out-of-order data is acknowledged at once (a duplicate ACK).
-            self.out_of_order.push((segment.seq, end));
+            self.hold_out_of_order(segment.seq, end);
             self.send_ack_now(now, None, SegmentKind::PromptAck, out);
             return;
         }
@@ -982,6 +1079,20 @@ impl Endpoint {
             self.delack_pending = true;
             out.delack_at = Some(self.delayed_ack_deadline(now));
         }
+    }
+
+    /// Keeps the out-of-order data as sorted, disjoint blocks (what SACK reports).
+    fn hold_out_of_order(&mut self, start: u64, end: u64) {
+        self.out_of_order.push((start, end));
+        self.out_of_order.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.out_of_order.len());
+        for &(s, e) in &self.out_of_order {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        self.out_of_order = merged;
     }
 
     fn merge_out_of_order(&mut self) {

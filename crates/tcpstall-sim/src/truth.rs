@@ -444,11 +444,10 @@ impl TruthInputs<'_> {
                 also |= app.bit();
             }
             if delay >= self.min_gap {
-                (
-                    class,
-                    also | if borderline { class.bit() } else { 0 },
-                    borderline,
-                )
+                // A delay this near the least gap is as well read as too short for any
+                // stack's timer: the detector may leave it unexplained.
+                let near = Label::Class(StallClass::Unexplained).bit() | class.bit();
+                (class, also | if borderline { near } else { 0 }, borderline)
             } else if borderline {
                 (app, also | class.bit(), true)
             } else {

@@ -320,3 +320,57 @@ fn a_nagle_hold_released_by_a_prompt_ack_over_400_ms_is_no_stall() {
     }
     assert!(gaps > 0, "the capture shows the round trip as a gap");
 }
+
+/// The most resends in a row that each waited for a timer-delayed ACK of their own.
+fn resends_released_by_delayed_acks_in_a_row(result: &RunResult) -> usize {
+    let by_id: HashMap<u64, &Captured> =
+        result.captured.iter().map(|c| (c.segment.id, c)).collect();
+    let (mut run, mut most, mut last_ack) = (0, 0, None);
+    for c in result
+        .captured
+        .iter()
+        .filter(|c| c.segment.from == CLIENT && c.segment.retransmission)
+    {
+        let timer_ack = c.segment.released_by.filter(|id| {
+            by_id
+                .get(id)
+                .is_some_and(|a| a.segment.kind == SegmentKind::DelayedAck)
+        });
+        // Resends one ACK released together are one wait.
+        if timer_ack.is_none() || timer_ack != last_ack {
+            run = if timer_ack.is_some() { run + 1 } else { 0 };
+        }
+        last_ack = timer_ack;
+        most = most.max(run);
+    }
+    most
+}
+
+#[test]
+fn resends_after_a_loss_go_on_as_the_window_allows_not_one_per_delayed_ack() {
+    // A bulk upload through a narrow queue loses runs of segments. After a timeout the
+    // sender goes back to the first unacknowledged byte in slow start (RFC 5681 3.1),
+    // and on a partial ACK resends what the receiver has not SACKed (RFC 8985 6.2): the
+    // second resend makes an ACK due at once (RFC 1122 4.2.3.2), so a receiver that
+    // delays a lone segment's ACK holds at most one resend of an episode, not each.
+    for (stack, bps) in [("macos-legacy", 5e6), ("windows", 20e6), ("linux", 1e6)] {
+        let client = if stack == "windows" { "linux" } else { stack };
+        let mut file = scenario(client, stack, "bulk", 20.0);
+        file.link.bottleneck_bps = Some(bps);
+        file.link.bottleneck_queue_packets = 30;
+        file.workload.transactions = 6;
+        let result = run(&file);
+        assert!(result.completed, "{stack}");
+        let resends = result
+            .captured
+            .iter()
+            .filter(|c| c.segment.from == CLIENT && c.segment.retransmission)
+            .count();
+        assert!(resends > 5, "{stack}: the queue drops ({resends} resends)");
+        let most = resends_released_by_delayed_acks_in_a_row(&result);
+        assert!(
+            most <= 1,
+            "{stack}: {most} resends in a row waited for a timer"
+        );
+    }
+}
