@@ -19,7 +19,7 @@ use tcpstall_sim::capture::Captured;
 use tcpstall_sim::endpoint::SegmentKind;
 use tcpstall_sim::engine::{CLIENT, SERVER};
 use tcpstall_sim::scenario::ScenarioFile;
-use tcpstall_sim::truth::{Label, TruthGap};
+use tcpstall_sim::truth::{Cause as TruthCause, Label, TruthGap};
 
 const MS: Nanos = NANOS_PER_MILLI;
 
@@ -587,4 +587,35 @@ fn a_tick_met_at_a_steady_phase_is_read_from_the_acks_spacing() {
             j.describe()
         );
     }
+}
+
+/// A Windows writer streaming into a Linux reader with an 8,192-byte buffer that reads
+/// 1,024 bytes every 20 ms: its last, short segment waits behind Nagle until the reader
+/// has made room twice, and the ACK that room sends (__tcp_cleanup_rbuf) comes 40 ms on,
+/// as late as Linux's timer would be. The window it offers, twice what was left, shows a
+/// read sent it: no stall.
+#[test]
+fn an_ack_a_read_sent_as_it_opened_the_window_is_not_held_by_a_timer() {
+    let mut file = common::scenario_file("lookalike-slow-reader.toml");
+    file.link.rtt_ms = 1.0;
+    let j = judge(&file);
+    let mut read_releases = 0;
+    for (gap, event) in j.pairs() {
+        let TruthCause::Held {
+            released_by: Some((SegmentKind::ReadAck, _, _)),
+            ..
+        } = gap.cause
+        else {
+            continue;
+        };
+        read_releases += 1;
+        let class = event.map(|e| e.class);
+        assert!(
+            !class.is_some_and(StallClass::is_tcp_stall),
+            "{class:?}: {}\n{}",
+            gap.describe(),
+            j.describe()
+        );
+    }
+    assert!(read_releases > 0, "no release by a read\n{}", j.describe());
 }

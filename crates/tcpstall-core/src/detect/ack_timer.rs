@@ -71,6 +71,19 @@ pub fn at_once_reading(
     (lone && untimed).then_some((sample, next))
 }
 
+/// Whether the ACK offers at least twice the window the one before it left: a read made
+/// that room, and a receiver sends such an update as the read returns (Linux
+/// __tcp_cleanup_rbuf once the window doubles, v6.6). Its time is the reader's, not a
+/// timer's.
+pub(crate) fn sent_as_a_read_opened_the_window(ack: &PeerSegment) -> bool {
+    let (Some(before), Some(after)) = (ack.window_before, ack.window_after) else {
+        return false;
+    };
+    let left = u64::from(before).saturating_sub(ack.newly_acked);
+    let offered = u64::from(after);
+    offered > left && offered >= 2 * left
+}
+
 /// RFC 1122 4.2.3.2: an ACK for at least two full segments is sent at once.
 pub(crate) fn covers_two_full_segments(newly_acked: u64, full_size: u32) -> bool {
     newly_acked * 2 > u64::from(full_size) * 3
@@ -165,6 +178,9 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
     if delay >= MAX_DELAYED_ACK {
         return AckTiming::BeyondTimers { delay };
     }
+    if sent_as_a_read_opened_the_window(ack) {
+        return AckTiming::Prompt("ack-sent-as-a-read-opened-the-window");
+    }
     // A side that acknowledges at once: a later ACK within the range its prompt ones
     // showed is the path moving, against the path a moment later where it was measured.
     if let Some(reach) = ctx.peer_acks_at_once {
@@ -230,6 +246,45 @@ mod tests {
             Some(20 * MS),
             "its prompt ACKs reached 20 ms above the least"
         );
+    }
+
+    fn ack(window_before: u32, newly_acked: u64, window_after: u32) -> PeerSegment {
+        PeerSegment {
+            packet: 1,
+            time: 0,
+            previous_time: None,
+            ack_advanced: true,
+            snd_una_before: 0,
+            outstanding_before: newly_acked,
+            newly_acked,
+            outstanding_small_segment: false,
+            small_outstanding_after: false,
+            acked_data_time: None,
+            acked_data_small: false,
+            acked_data_len: 0,
+            acked_data_began_message: false,
+            tsval: None,
+            tsval_is_new: false,
+            sender_owed_ack: false,
+            acked_uncaptured: false,
+            carries_data: false,
+            window_before: Some(window_before),
+            window_after: Some(window_after),
+        }
+    }
+
+    #[test]
+    fn a_window_a_read_doubled_shows_the_read_sent_the_ack() {
+        // 2,432 offered, 1,460 of it filled: 972 left; the ACK offers 2,944.
+        assert!(sent_as_a_read_opened_the_window(&ack(2432, 1460, 2944)));
+        // A large window that a small request barely touched: no read made the ACK.
+        assert!(!sent_as_a_read_opened_the_window(&ack(
+            4_194_304, 100, 4_194_304
+        )));
+        // Less than twice what was left.
+        assert!(!sent_as_a_read_opened_the_window(&ack(8192, 1460, 9000)));
+        // A window filled and offered again as it was: nothing opened.
+        assert!(!sent_as_a_read_opened_the_window(&ack(1460, 1460, 0)));
     }
 
     #[test]
