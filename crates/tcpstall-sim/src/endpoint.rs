@@ -81,6 +81,19 @@ pub struct WireSegment {
 /// SACK blocks an ACK carries: three fit beside the timestamp option (RFC 2018 3).
 pub const SACK_BLOCKS: usize = 3;
 
+/// Sorts sequence ranges and joins those that touch or overlap.
+fn coalesce(blocks: &mut Vec<(u64, u64)>) {
+    blocks.sort_unstable();
+    let mut joined: Vec<(u64, u64)> = Vec::with_capacity(blocks.len());
+    for &(start, end) in blocks.iter() {
+        match joined.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => joined.push((start, end)),
+        }
+    }
+    *blocks = joined;
+}
+
 /// Why a sender could not send what the application had written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HoldReason {
@@ -835,7 +848,7 @@ impl Endpoint {
                 .iter()
                 .map(|&(s, e)| e.min(next).saturating_sub(s.max(self.snd_una)))
                 .sum();
-            let pipe = next - self.snd_una - sacked_below;
+            let pipe = (next - self.snd_una).saturating_sub(sacked_below);
             if !(must_send_head && next == self.snd_una) && pipe + mss > self.cwnd.max(mss) {
                 break;
             }
@@ -955,13 +968,15 @@ impl Endpoint {
 
     /// The peer's SACK blocks join the scoreboard; what is acknowledged leaves it.
     fn note_sack(&mut self, segment: &WireSegment) {
-        for &(start, end) in segment.sack.iter().filter(|(s, e)| s < e) {
-            if !self.sacked.iter().any(|&(s, e)| s <= start && end <= e) {
-                self.sacked.push((start, end));
-            }
-        }
         let acked = segment.ack.max(self.snd_una);
+        self.sacked
+            .extend(segment.sack.iter().filter(|(s, e)| s < e));
         self.sacked.retain(|&(_, e)| e > acked);
+        for block in &mut self.sacked {
+            block.0 = block.0.max(acked);
+        }
+        // Disjoint, so that what lies below a point is counted once.
+        coalesce(&mut self.sacked);
     }
 
     /// The receiver's SACK blocks (RFC 2018): its out-of-order data, lowest first.
@@ -1084,15 +1099,7 @@ impl Endpoint {
     /// Keeps the out-of-order data as sorted, disjoint blocks (what SACK reports).
     fn hold_out_of_order(&mut self, start: u64, end: u64) {
         self.out_of_order.push((start, end));
-        self.out_of_order.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.out_of_order.len());
-        for &(s, e) in &self.out_of_order {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        self.out_of_order = merged;
+        coalesce(&mut self.out_of_order);
     }
 
     fn merge_out_of_order(&mut self) {
