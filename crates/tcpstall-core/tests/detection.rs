@@ -430,3 +430,46 @@ fn a_tail_released_by_the_later_delayed_ack_is_a_stall() {
         "{classes:?}"
     );
 }
+
+/// A relay 20 ms away, seen beside its client, writes what it relays in 2,160-byte
+/// pieces: 1,440 bytes, its own segment limit under the 1,448 its peer allows, then 720.
+/// Each time the client's data crosses the write on the wire, captured between its
+/// segments: the relay cannot have read that data before its segments left (they come
+/// sooner than a round trip after it), so they are one write, and the 720-byte tail
+/// behind a 1,440-byte segment proves nothing about Nagle. Later the relay's 536-byte
+/// cell waits for the client's 40 ms delayed ACK: a stall.
+#[test]
+fn data_that_cannot_have_arrived_does_not_split_the_write_it_crosses() {
+    let server_rtt = 20 * MS;
+    let mut wire = Wire::new(1000, 5000);
+    let mut t = wire.handshake(0, 50 * US, server_rtt) + MS;
+    for _ in 0..3 {
+        // The relay's first segment, the client's data, then the rest of the relay's
+        // write, acknowledging only what the relay had when it wrote.
+        wire.data(false, t, 1440);
+        let relay_acked = wire.client_next;
+        wire.data(true, t + 50 * US, 300);
+        let client_next = wire.client_next;
+        wire.client_next = relay_acked;
+        wire.data(false, t + 200 * US, 1440);
+        wire.data(false, t + 300 * US, 720);
+        wire.client_next = client_next;
+        wire.ack(true, t + 400 * US);
+        wire.ack(false, t + server_rtt);
+        t += 100 * MS;
+    }
+    // A cell the client's timer holds the ACK of, and the next cell on that ACK.
+    wire.data(false, t, 536);
+    let delayed = t + 40 * MS;
+    wire.ack(true, delayed);
+    wire.data(false, delayed + server_rtt + 50 * US, 536);
+    wire.ack(true, delayed + server_rtt + 40 * MS);
+    let d = wire.only();
+    let stalls: Vec<_> = d
+        .events
+        .iter()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .collect();
+    assert_eq!(stalls.len(), 1, "{:#?}", d.events);
+    assert_eq!(d.role_of_side(stalls[0].sender), Role::Server);
+}

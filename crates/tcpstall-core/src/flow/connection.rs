@@ -595,6 +595,9 @@ impl Connection {
             previous_own_ack,
             config,
         );
+        if !self.dirs[y].peer_spoke_since_data {
+            self.dirs[y].peer_spoke_at = t;
+        }
         self.dirs[y].peer_spoke_since_data = true;
         let peer_last = self.dirs[y].last_raw_time;
 
@@ -633,7 +636,13 @@ impl Connection {
             end: seq_end,
             payload: segment.payload_len,
             pushed_past_nagle: segment.flags.fin() || urgent_mode,
-            same_message: !dir.peer_spoke_since_data,
+            // Data of the peer that cannot have reached this side before the segment
+            // left (seen less than a round trip through the capture point before it)
+            // is nothing the segment answers: it is still the write before.
+            same_message: !dir.peer_spoke_since_data
+                || dir
+                    .path_rtt()
+                    .is_some_and(|rtt| t - dir.peer_spoke_at < rtt),
             before_peer_could_release: dir.path_rtt().is_some_and(|rtt| t - peer_last < rtt),
         };
         let small_unacked = self.dirs[x].small_in_flight > 0 && self.small_unacked(segment, x);

@@ -58,6 +58,8 @@ pub struct Direction {
 
     // What every segment of this side writes.
     pub(super) last_raw_time: Nanos,
+    /// When the other side's first data since this side's last was captured.
+    pub(super) peer_spoke_at: Nanos,
     pub packets: u64,
     /// The window this side advertises, scaled when the scale is known.
     pub(super) window: Option<u64>,
