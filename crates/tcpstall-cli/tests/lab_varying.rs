@@ -5,8 +5,8 @@
 //! own timings in that very run show: one in each round trip the client timed as slow,
 //! none in one it timed as fast, and name the delayer's stack Linux. A round trip in the
 //! band between the two (a busy host delayed a program) makes the suite run the pair
-//! again, a bounded number of times, and counts either way in the last run. Without root or without a JDK the test says what it
-//! skipped and why.
+//! again, a bounded number of times, and counts either way in the last run. Without root
+//! or without a JDK the test says what it skipped and why.
 
 mod common;
 

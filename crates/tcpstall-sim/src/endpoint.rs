@@ -948,7 +948,6 @@ impl Endpoint {
                     ((self.snd_nxt - self.snd_una) / 2).max(2 * u64::from(self.send_mss));
                 self.cwnd = self.ssthresh;
                 self.recover = Some(self.snd_nxt);
-                self.resend_next = self.snd_una;
                 self.retransmit_head(now, false, Some(segment), out);
                 self.resend_next = self.snd_una + u64::from(self.send_mss);
             }
@@ -1102,18 +1101,14 @@ impl Endpoint {
         coalesce(&mut self.out_of_order);
     }
 
+    /// The out-of-order blocks the in-order data now reaches join it; they are sorted
+    /// and disjoint ([`Endpoint::hold_out_of_order`]), so only the first ones can.
     fn merge_out_of_order(&mut self) {
-        self.out_of_order.sort_unstable();
-        let mut i = 0;
-        while i < self.out_of_order.len() {
-            let (start, end) = self.out_of_order[i];
-            if start <= self.rcv_nxt {
-                self.rcv_nxt = self.rcv_nxt.max(end);
-                self.out_of_order.remove(i);
-                i = 0;
-            } else {
-                i += 1;
-            }
+        while let Some(&(start, end)) = self.out_of_order.first()
+            && start <= self.rcv_nxt
+        {
+            self.rcv_nxt = self.rcv_nxt.max(end);
+            self.out_of_order.remove(0);
         }
     }
 

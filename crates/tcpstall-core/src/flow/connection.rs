@@ -629,6 +629,7 @@ impl Connection {
         // Nagle does not hold a FIN, nor anything sent in urgent mode (Linux
         // tcp_nagle_test; BSD tcp_output sends while snd_up is ahead of snd_una).
         let urgent_mode = dir.snd_una < dir.urgent_until;
+        let path_rtt = dir.path_rtt();
         let sent = SentData {
             time: t,
             packet,
@@ -640,10 +641,8 @@ impl Connection {
             // left (seen less than a round trip through the capture point before it)
             // is nothing the segment answers: it is still the write before.
             same_message: !dir.peer_spoke_since_data
-                || dir
-                    .path_rtt()
-                    .is_some_and(|rtt| t - dir.peer_spoke_at < rtt),
-            before_peer_could_release: dir.path_rtt().is_some_and(|rtt| t - peer_last < rtt),
+                || path_rtt.is_some_and(|rtt| t - dir.peer_spoke_at < rtt),
+            before_peer_could_release: path_rtt.is_some_and(|rtt| t - peer_last < rtt),
         };
         let small_unacked = self.dirs[x].small_in_flight > 0 && self.small_unacked(segment, x);
         let round_trip = self.dirs[x]
