@@ -717,12 +717,15 @@ fn stacks_named_text(cells: &[accuracy::MatrixCell]) -> String {
         for cell in cells.iter().filter(|c| c.capture == capture) {
             at.stacks_read += cell.accuracy.stacks_read;
             at.stacks_named_right += cell.accuracy.stacks_named_right;
+            at.stacks_left_open += cell.accuracy.stacks_left_open;
         }
         out.push_str(&format!(
-            " at {capture} {:.4} ({}/{})",
+            " at {capture} {:.4} ({}/{}; left open {}, wrong {})",
             at.stacks_named(),
             at.stacks_named_right,
-            at.stacks_read
+            at.stacks_read,
+            at.stacks_left_open,
+            at.stacks_named_wrong()
         ));
     }
     out

@@ -39,6 +39,8 @@ pub struct PathSide {
     /// application's time) came above the least of them, where no timer can have held
     /// them: the path varied as much, unless the application's time did.
     pub reply_spread: Nanos,
+    /// Whether any reply was measured (else `reply_spread` says nothing).
+    pub replies_seen: bool,
 }
 
 /// Per side: the round-trip samples, kept as the least and the largest untimed one, of
@@ -117,6 +119,7 @@ impl RoundTrips {
             measured_spread,
             spread: self.variation,
             reply_spread: (self.largest_reply - self.least_reply).clamp(0, SPREAD_CEILING),
+            replies_seen: self.least_reply > 0,
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct Accuracy {
     /// where it named that timer.
     pub stacks_read: usize,
     pub stacks_named_right: usize,
+    /// Of the rest, those where `analyze` named no stack alone but listed the right one
+    /// among the stacks the delays fit (the others were named wrong).
+    pub stacks_left_open: usize,
 }
 
 impl Accuracy {
@@ -68,6 +71,13 @@ impl Accuracy {
         self.stalls_where_none += other.stalls_where_none;
         self.stacks_read += other.stacks_read;
         self.stacks_named_right += other.stacks_named_right;
+        self.stacks_left_open += other.stacks_left_open;
+    }
+
+    /// Stalled directions whose reading named a stack the delayer does not run, or
+    /// listed the stacks it could be without it.
+    pub fn stacks_named_wrong(&self) -> usize {
+        self.stacks_read - self.stacks_named_right - self.stacks_left_open
     }
 
     /// The share of stalled directions whose delayer's stack was named right.
@@ -195,6 +205,8 @@ pub fn evaluate_with_stacks(
                 || (profile.timer == TimerGuess::Other && profile.could_be == [truth]);
             if right {
                 accuracy.stacks_named_right += 1;
+            } else if profile.timer == TimerGuess::Other && profile.could_be.contains(&truth) {
+                accuracy.stacks_left_open += 1;
             } else {
                 accuracy.note(format!(
                     "stack: the {} delays with {}; analyze read {} ms median: {}",

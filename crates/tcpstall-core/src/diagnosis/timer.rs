@@ -221,6 +221,12 @@ pub fn read_timer_on(delays: &[Nanos], ranges: &[(Nanos, Nanos)], on_tick: bool)
     if on_tick && !candidates.is_empty() && candidates.iter().all(shorter_than_the_tick) {
         candidates = vec![TimerGuess::PhasedTick200];
     }
+    // A 200 ms timer whose ACKs fall on a 200 ms beat: the exchanges took less than the
+    // beat's tolerance besides the timer, and a tick met at a steady phase gives the same
+    // delays and the same beat. Neither is named.
+    if on_tick && candidates == [TimerGuess::Fixed200] {
+        candidates.push(TimerGuess::PhasedTick200);
+    }
     // A tick fires at a phase the data's arrival sets: delays anywhere within its
     // period, or (data on a steady clock of its own) one delay that no stack's timer
     // explains.
@@ -380,13 +386,24 @@ mod tests {
     }
 
     #[test]
-    fn a_200ms_timer_on_a_lan_stays_windows_on_the_tick() {
+    fn a_200ms_timer_on_the_beat_of_a_tick_names_neither() {
         // Windows' 200 ms timer with exchanges that take no time besides it leaves ACKs
-        // 200 ms apart as a tick would; the delays fit it, and the reading keeps it.
+        // 200 ms apart as a tick would, and a tick met at a steady phase holds each ACK
+        // 198 ms, as near 200 as the timer's own clock: either could have sent them.
         let (delays, ranges) = through_path(&[200, 201, 200, 200], 0);
         let acks = ms(&[1_000, 1_200, 1_401, 1_601]);
         let on_tick = left_on_a_tick(&acks, 2 * MS);
         assert!(on_tick);
+        let reading = read_timer_on(&delays, &ranges, on_tick);
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(
+            reading.could_be,
+            vec![TimerGuess::Fixed200, TimerGuess::PhasedTick200]
+        );
+        // Off the beat (the exchanges take 30 ms besides the timer), Windows is named.
+        let acks = ms(&[1_000, 1_230, 1_461, 1_690]);
+        let on_tick = left_on_a_tick(&acks, 2 * MS);
+        assert!(!on_tick);
         assert_eq!(
             read_timer_on(&delays, &ranges, on_tick).timer,
             TimerGuess::Fixed200

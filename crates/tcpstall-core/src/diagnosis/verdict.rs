@@ -344,9 +344,16 @@ fn direction_diagnosis(
         .collect();
     let delayed_ack = (!delays.is_empty()).then(|| {
         // The ACKs' times at the capture point move with the way back from the delayer:
-        // by its spread.
+        // by its spread. A tick holds pure ACKs for any time within its period, so the
+        // path-alone samples of a tick's host spread as far as it held the shortest; its
+        // replies, which no timer held, then bound the path's spread closer.
         let ack_times: Vec<Nanos> = held.iter().filter_map(|e| e.ack_time).collect();
-        let tolerance = TICK_TIMING + spread;
+        let way_back_spread = if delayer_path.replies_seen {
+            delayer_path.measured_spread.min(delayer_path.reply_spread)
+        } else {
+            spread
+        };
+        let tolerance = TICK_TIMING + way_back_spread;
         let on_tick = tolerance <= TICK_TOLERANCE_CEILING && left_on_a_tick(&ack_times, tolerance);
         let reading = read_timer_on(&delays, &ranges, on_tick);
         DelayedAckProfile {
