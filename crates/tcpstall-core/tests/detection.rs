@@ -293,6 +293,10 @@ fn open_connections_stay_bounded_and_late_segments_are_counted() {
 fn stalls_both_ways_are_told_apart_per_direction() {
     let mut wire = Wire::new(1000, 5000);
     let mut t = wire.handshake(0, 10 * US, 10 * US) + MS;
+    // A Linux listener acknowledges the first data at once (quick-ack mode).
+    wire.data(true, t, 50);
+    wire.ack(false, t + 30 * US);
+    t += MS;
     for _ in 0..3 {
         // The client writes 100 + 95 bytes; the server's 40 ms ACK releases the rest.
         wire.data(true, t, 100);

@@ -815,6 +815,29 @@ fn a_tick_on_the_beat_of_a_200ms_timer_is_not_named_windows() {
     assert_eq!(open, read, "ticks named as another stack's timer");
 }
 
+/// Pipelined requests over a 20 ms path to a server whose 200 ms tick meets them at a
+/// steady phase: the one delay the connection shows (36 ms) fits Linux's timer, but it
+/// held the server's first acknowledgment of the client's data, which a Linux listener
+/// sends at once (quick-ack mode on the first data). The tick is never named Linux.
+#[test]
+fn a_listener_that_held_the_first_datas_ack_is_not_named_linux() {
+    let options = AnalyzeOptions::default();
+    let tick_servers = ["macos", "macos-legacy", "aix"];
+    let (mut read, mut wrong) = (0, Vec::new());
+    for spec in cells(8).iter().filter(|c| {
+        c.family == "request-response"
+            && c.file.workload.pattern == "pipeline"
+            && c.file.link.rtt_ms == 20.0
+            && tick_servers.contains(&c.file.server.stack.as_str())
+    }) {
+        let cell = run_cell(spec, &options).expect("the matrix's scenarios are valid");
+        read += cell.accuracy.stacks_read;
+        wrong.extend(reasons(&cell, &spec.label, &["stack"]));
+    }
+    assert!(read >= 45, "only {read} stalled directions read");
+    assert_none("ticks named as another stack's timer", &wrong);
+}
+
 #[test]
 fn a_relay_writing_as_its_upstream_delivers_is_not_stalled() {
     // Its writes follow the upstream's arrivals, not the client's ACKs: no stall of any

@@ -84,6 +84,20 @@ pub(crate) fn sent_as_a_read_opened_the_window(ack: &PeerSegment) -> bool {
     offered > left && offered >= 2 * left
 }
 
+/// Whether `ack` was the first acknowledgment of the sender's data by a peer that
+/// accepted the connection (the sender's SYN captured, its first data byte just past
+/// it). A Linux listener acknowledges the first data it receives at once:
+/// `tcp_event_data_recv` enters quick-ack mode on it (`tcp_incr_quickack`, since 2.4),
+/// and ping-pong mode, which suspends quick-ack, can begin only once `ato` is set
+/// (`tcp_event_data_sent`, v6.6), which that first data does, unless the application
+/// cleared TCP_QUICKACK. A timer that held this ACK is not Linux's. (The side that
+/// connected may have set `ato` at the handshake, where it held the handshake's ACK for a
+/// pending write, `tcp_rcv_synsent_state_process`, and a request sent within it enters
+/// ping-pong mode: Linux clients are seen holding the first response's ACK.)
+pub(crate) fn first_data_acked(ctx: &GapContext, ack: &PeerSegment) -> bool {
+    ctx.sender_opened && ack.snd_una_before == crate::seq::ORIGIN + 1
+}
+
 /// RFC 1122 4.2.3.2: an ACK for at least two full segments is sent at once.
 pub(crate) fn covers_two_full_segments(newly_acked: u64, full_size: u32) -> bool {
     newly_acked * 2 > u64::from(full_size) * 3
@@ -225,6 +239,7 @@ pub fn held_by_timer(
     };
     basis.push(Link::AckHeldByTimer);
     event.ack_delay = Some(delay);
+    event.ack_of_first_data = first_data_acked(ctx, ack);
     event.ack_round_trip = ack.acked_data_time.map(|data| ack.time - data);
     Continue(delay)
 }

@@ -111,6 +111,9 @@ pub struct StallEvent {
     /// the way from the capture point to the delayer and back, which the diagnosis takes
     /// out with what the whole connection measured of that path.
     pub ack_round_trip: Option<Nanos>,
+    /// That ACK was the delayer's first acknowledgment of the holder's data (the
+    /// handshake captured): Linux sends it at once (see `ack_timer::first_data_acked`).
+    pub ack_of_first_data: bool,
     /// For `app-think-time`: how long the sender was idle with nothing to wait for.
     pub idle: Option<Nanos>,
     pub pattern: Option<Pattern>,
@@ -219,6 +222,7 @@ impl StallEvent {
             ack_time: None,
             ack_delay: None,
             ack_round_trip: None,
+            ack_of_first_data: false,
             idle: None,
             pattern: None,
             evidence: Evidence {

@@ -62,6 +62,9 @@ pub struct GapContext {
     /// Sequence space before the segment ending the gap was never captured: when the
     /// sender sent what it holds is unknown.
     pub release_after_hole: bool,
+    /// The sender opened the connection and its SYN was captured: its first data byte is
+    /// at sequence position `seq::ORIGIN + 1`, and its peer is the passive opener.
+    pub sender_opened: bool,
     /// The data before the gap came from the sender itself (it was simply slow to go on).
     pub data_before_from_sender: bool,
     /// When the sender's previous data segment was captured.

@@ -82,6 +82,7 @@ pub fn still_closed_at_end(
         ack_time: Some(closed_since),
         ack_delay: None,
         ack_round_trip: None,
+        ack_of_first_data: false,
         idle: None,
         pattern: None,
         evidence: Evidence {

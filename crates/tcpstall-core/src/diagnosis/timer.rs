@@ -185,14 +185,28 @@ fn fixed_timer_window(timer: TimerGuess) -> Option<(Nanos, Nanos)> {
 /// them. Delays that no one timer can give, even with the path's share taken either way,
 /// spread over a tick's phase (classic BSD's 200 ms fast timer) when they stay within it.
 pub fn read_timer(delays: &[Nanos], ranges: &[(Nanos, Nanos)]) -> TimerReading {
-    read_timer_on(delays, ranges, false)
+    read_timer_on(delays, ranges, TimerShows::default())
 }
 
-/// As [`read_timer`], told whether the timer's ACKs left on a 200 ms tick
-/// ([`left_on_a_tick`]): then delays that fit a per-connection timer shorter than the
-/// tick came from the tick's phase, since such a timer leaves its ACKs wherever the
-/// exchanges put them.
-pub fn read_timer_on(delays: &[Nanos], ranges: &[(Nanos, Nanos)], on_tick: bool) -> TimerReading {
+/// What the connection showed of the delayer's timer besides its delays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimerShows {
+    /// Its ACKs left on a 200 ms tick ([`left_on_a_tick`]).
+    pub on_tick: bool,
+    /// It held its first acknowledgment of the holder's data, which Linux sends at once.
+    pub first_data_held: bool,
+}
+
+/// As [`read_timer`], told what else the connection showed: where the timer's ACKs left
+/// on a 200 ms tick, delays that fit a per-connection timer shorter than the tick came
+/// from the tick's phase, since such a timer leaves its ACKs wherever the exchanges put
+/// them; where it held the first acknowledgment of data, it is not Linux's.
+pub fn read_timer_on(
+    delays: &[Nanos],
+    ranges: &[(Nanos, Nanos)],
+    shows: TimerShows,
+) -> TimerReading {
+    let on_tick = shows.on_tick;
     let mut sorted = delays.to_vec();
     sorted.sort_unstable();
     let median = sorted[sorted.len() / 2];
@@ -214,6 +228,7 @@ pub fn read_timer_on(delays: &[Nanos], ranges: &[(Nanos, Nanos)], on_tick: bool)
         TimerGuess::Fixed200,
     ]
     .into_iter()
+    .filter(|&t| !(shows.first_data_held && t == TimerGuess::Linux40))
     .filter(|&t| !disagree && fixed_timer_window(t).is_some_and(fits))
     .collect();
     let shorter_than_the_tick =
@@ -367,9 +382,37 @@ mod tests {
         assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Linux40);
         let on_tick = left_on_a_tick(&acks, 2 * MS);
         assert!(on_tick);
-        let reading = read_timer_on(&delays, &ranges, on_tick);
+        let reading = read_timer_on(
+            &delays,
+            &ranges,
+            TimerShows {
+                on_tick,
+                ..Default::default()
+            },
+        );
         assert_eq!(reading.timer, TimerGuess::Other);
         assert_eq!(reading.could_be, vec![TimerGuess::PhasedTick200]);
+    }
+
+    #[test]
+    fn a_held_first_acknowledgment_rules_linux_out() {
+        // One 36 ms delay fits Linux's timer; but a Linux listener acknowledges the
+        // first data at once, so a timer that held that ACK is another stack's.
+        let (delays, ranges) = through_path(&[36], 0);
+        assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Linux40);
+        let shows = TimerShows {
+            first_data_held: true,
+            ..TimerShows::default()
+        };
+        let reading = read_timer_on(&delays, &ranges, shows);
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(reading.could_be, vec![TimerGuess::PhasedTick200]);
+        // Windows' timer is not ruled out with it.
+        let (delays, ranges) = through_path(&[200, 201], 0);
+        assert_eq!(
+            read_timer_on(&delays, &ranges, shows).timer,
+            TimerGuess::Fixed200
+        );
     }
 
     #[test]
@@ -394,7 +437,14 @@ mod tests {
         let acks = ms(&[1_000, 1_200, 1_401, 1_601]);
         let on_tick = left_on_a_tick(&acks, 2 * MS);
         assert!(on_tick);
-        let reading = read_timer_on(&delays, &ranges, on_tick);
+        let reading = read_timer_on(
+            &delays,
+            &ranges,
+            TimerShows {
+                on_tick,
+                ..Default::default()
+            },
+        );
         assert_eq!(reading.timer, TimerGuess::Other);
         assert_eq!(
             reading.could_be,
@@ -405,7 +455,15 @@ mod tests {
         let on_tick = left_on_a_tick(&acks, 2 * MS);
         assert!(!on_tick);
         assert_eq!(
-            read_timer_on(&delays, &ranges, on_tick).timer,
+            read_timer_on(
+                &delays,
+                &ranges,
+                TimerShows {
+                    on_tick,
+                    ..Default::default()
+                }
+            )
+            .timer,
             TimerGuess::Fixed200
         );
     }

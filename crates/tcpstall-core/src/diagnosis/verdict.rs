@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::fixes::{InferredScenario, rank_fixes};
-use super::timer::{DelayedAckProfile, left_on_a_tick, read_timer_on};
+use super::timer::{DelayedAckProfile, TimerShows, left_on_a_tick, read_timer_on};
 use super::{DirectionDiagnosis, Fix, Role};
 use crate::detect::{Confidence, Pattern, StallClass, StallEvent};
 use crate::flow::{Connection, MssSource};
@@ -355,7 +355,11 @@ fn direction_diagnosis(
         };
         let tolerance = TICK_TIMING + way_back_spread;
         let on_tick = tolerance <= TICK_TOLERANCE_CEILING && left_on_a_tick(&ack_times, tolerance);
-        let reading = read_timer_on(&delays, &ranges, on_tick);
+        let shows = TimerShows {
+            on_tick,
+            first_data_held: held.iter().any(|e| e.ack_of_first_data),
+        };
+        let reading = read_timer_on(&delays, &ranges, shows);
         DelayedAckProfile {
             role: side_roles[delayer],
             endpoint: endpoints[delayer],

@@ -128,6 +128,7 @@ impl Connection {
                 sender_tsval_hz: None,
                 sender_echoes_pure_acks: false,
                 release_after_hole: !is_retransmission && seq_start > self.dirs[x].snd_max,
+                sender_opened: self.syn_sender == Some(x),
                 sender_acked_peer_at,
                 path: PerSide::default(),
                 clock_step: 0,
