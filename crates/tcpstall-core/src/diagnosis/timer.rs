@@ -372,6 +372,24 @@ mod tests {
         );
     }
 
+    /// Reads the delays of ACKs that left at `acks`, which must be on a 200 ms beat.
+    fn read_on_the_beat(
+        delays: &[Nanos],
+        ranges: &[(Nanos, Nanos)],
+        acks: &[Nanos],
+    ) -> TimerReading {
+        let on_tick = left_on_a_tick(acks, 2 * MS);
+        assert!(on_tick, "{acks:?} are off the beat");
+        read_timer_on(
+            delays,
+            ranges,
+            TimerShows {
+                on_tick,
+                ..TimerShows::default()
+            },
+        )
+    }
+
     #[test]
     fn one_delay_on_a_200ms_tick_is_the_tick_not_linux() {
         // A classic BSD fast timer in a closed loop: every exchange lands at the same
@@ -380,16 +398,7 @@ mod tests {
         let (delays, ranges) = through_path(&[36, 36, 37, 36, 36], 0);
         let acks = ms(&[1_000, 1_400, 1_600, 2_000, 2_200]);
         assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Linux40);
-        let on_tick = left_on_a_tick(&acks, 2 * MS);
-        assert!(on_tick);
-        let reading = read_timer_on(
-            &delays,
-            &ranges,
-            TimerShows {
-                on_tick,
-                ..Default::default()
-            },
-        );
+        let reading = read_on_the_beat(&delays, &ranges, &acks);
         assert_eq!(reading.timer, TimerGuess::Other);
         assert_eq!(reading.could_be, vec![TimerGuess::PhasedTick200]);
     }
@@ -435,16 +444,7 @@ mod tests {
         // 198 ms, as near 200 as the timer's own clock: either could have sent them.
         let (delays, ranges) = through_path(&[200, 201, 200, 200], 0);
         let acks = ms(&[1_000, 1_200, 1_401, 1_601]);
-        let on_tick = left_on_a_tick(&acks, 2 * MS);
-        assert!(on_tick);
-        let reading = read_timer_on(
-            &delays,
-            &ranges,
-            TimerShows {
-                on_tick,
-                ..Default::default()
-            },
-        );
+        let reading = read_on_the_beat(&delays, &ranges, &acks);
         assert_eq!(reading.timer, TimerGuess::Other);
         assert_eq!(
             reading.could_be,
@@ -452,19 +452,7 @@ mod tests {
         );
         // Off the beat (the exchanges take 30 ms besides the timer), Windows is named.
         let acks = ms(&[1_000, 1_230, 1_461, 1_690]);
-        let on_tick = left_on_a_tick(&acks, 2 * MS);
-        assert!(!on_tick);
-        assert_eq!(
-            read_timer_on(
-                &delays,
-                &ranges,
-                TimerShows {
-                    on_tick,
-                    ..Default::default()
-                }
-            )
-            .timer,
-            TimerGuess::Fixed200
-        );
+        assert!(!left_on_a_tick(&acks, 2 * MS));
+        assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Fixed200);
     }
 }
