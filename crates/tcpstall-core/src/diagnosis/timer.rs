@@ -21,6 +21,9 @@ pub struct DelayedAckProfile {
     pub at_delayer: (Nanos, Nanos),
     /// The stacks whose timers fit when none is named alone.
     pub could_be: Vec<TimerGuess>,
+    /// The delays fit Linux's timer, but it held its first acknowledgment of the
+    /// client's data, which a Linux listener sends at once.
+    pub linux_ruled_out: bool,
 }
 
 impl DelayedAckProfile {
@@ -33,7 +36,7 @@ impl DelayedAckProfile {
         } else {
             format!("{:.1} to {:.1} ms", millis(low), millis(high))
         };
-        match (self.timer, self.could_be.as_slice()) {
+        let reading = match (self.timer, self.could_be.as_slice()) {
             (TimerGuess::Other, []) => format!("unknown stack, timer {timer} at the delayer"),
             (TimerGuess::Other, [TimerGuess::PhasedTick200]) => format!(
                 "unknown stack's timer of {timer} at the delayer, or {} at a steady phase",
@@ -48,6 +51,14 @@ impl DelayedAckProfile {
                     .join(" or ")
             ),
             (named, _) => format!("{} (timer {timer} at the delayer)", named.describe()),
+        };
+        if self.linux_ruled_out {
+            format!(
+                "{reading}; not Linux, which acknowledges the first data of a connection it \
+                 accepted at once"
+            )
+        } else {
+            reading
         }
     }
 }
@@ -123,6 +134,8 @@ pub struct TimerReading {
     /// When the delays fit more than one stack's timer (a path whose variation is as
     /// large as the timers' differences): each they fit. Empty when one is named.
     pub could_be: Vec<TimerGuess>,
+    /// The delays fit Linux's timer, which the first acknowledgment it held rules out.
+    pub linux_ruled_out: bool,
 }
 
 const MS: Nanos = NANOS_PER_MILLI;
@@ -228,9 +241,10 @@ pub fn read_timer_on(
         TimerGuess::Fixed200,
     ]
     .into_iter()
-    .filter(|&t| !(shows.first_data_held && t == TimerGuess::Linux40))
     .filter(|&t| !disagree && fixed_timer_window(t).is_some_and(fits))
     .collect();
+    let linux_ruled_out = shows.first_data_held && candidates.contains(&TimerGuess::Linux40);
+    candidates.retain(|&t| !(linux_ruled_out && t == TimerGuess::Linux40));
     let shorter_than_the_tick =
         |t: &TimerGuess| matches!(t, TimerGuess::Linux40 | TimerGuess::FreeBsd100);
     if on_tick && !candidates.is_empty() && candidates.iter().all(shorter_than_the_tick) {
@@ -271,6 +285,7 @@ pub fn read_timer_on(
         timer,
         at_delayer,
         could_be,
+        linux_ruled_out,
     }
 }
 
@@ -416,6 +431,7 @@ mod tests {
         let reading = read_timer_on(&delays, &ranges, shows);
         assert_eq!(reading.timer, TimerGuess::Other);
         assert_eq!(reading.could_be, vec![TimerGuess::PhasedTick200]);
+        assert!(reading.linux_ruled_out);
         // Windows' timer is not ruled out with it.
         let (delays, ranges) = through_path(&[200, 201], 0);
         assert_eq!(

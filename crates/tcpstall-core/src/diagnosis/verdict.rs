@@ -370,6 +370,7 @@ fn direction_diagnosis(
             timer: reading.timer,
             at_delayer: reading.at_delayer,
             could_be: reading.could_be,
+            linux_ruled_out: reading.linux_ruled_out,
         }
     });
     let nagle: Vec<&StallEvent> = held

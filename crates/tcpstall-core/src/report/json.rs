@@ -189,6 +189,8 @@ pub struct JsonDelayedAck {
     pub at_delayer: [f64; 2],
     /// The timers the delays fit when none is named alone.
     pub could_be: Vec<&'static str>,
+    /// The delays fit Linux's timer, which the first acknowledgment it held rules out.
+    pub linux_ruled_out: bool,
 }
 
 #[derive(Serialize)]
@@ -445,6 +447,7 @@ fn delayed_ack(p: &crate::diagnosis::DelayedAckProfile) -> JsonDelayedAck {
         stacks: p.timer.stacks(),
         at_delayer: [secs(p.at_delayer.0), secs(p.at_delayer.1)],
         could_be: p.could_be.iter().map(|t| t.name()).collect(),
+        linux_ruled_out: p.linux_ruled_out,
     }
 }
 
