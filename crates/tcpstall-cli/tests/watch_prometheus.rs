@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::TempDir;
 use common::prometheus::{Reaped, wait_for};
-use common::truth::LOOPBACK;
+use common::truth::{Failed, LOOPBACK, record_until_clear};
 use common::watch::{can_watch, echo_pair, free_port, http_get, round_trips_ms};
 
 #[test]
@@ -23,7 +23,9 @@ fn prometheus_scrapes_the_stall_counter() {
         return;
     };
     let dir = TempDir::new("watch_prometheus", "scrape");
-    scrape_the_stall_counter(&dir, &[], "");
+    record_until_clear("Prometheus scraping watch", |last| {
+        scrape_the_stall_counter(&dir, &[], "", last)
+    });
 }
 
 #[test]
@@ -47,11 +49,10 @@ fn prometheus_scrapes_over_https_with_basic_auth() {
         "    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      username: prometheus\n      password: scrape-secret\n",
         dir.0.join("ca.pem").display()
     );
-    scrape_the_stall_counter(
-        &dir,
-        &["--web.config.file".into(), web_config.display().to_string()],
-        &scrape_config,
-    );
+    let watch_args = ["--web.config.file".into(), web_config.display().to_string()];
+    record_until_clear("Prometheus scraping watch over HTTPS", |last| {
+        scrape_the_stall_counter(&dir, &watch_args, &scrape_config, last)
+    });
 }
 
 /// A throwaway CA (ca.pem) and a certificate for 127.0.0.1 signed by it (cert.pem,
@@ -77,8 +78,15 @@ fn write_certificates(dir: &std::path::Path) {
 
 /// Runs watch (with `watch_args`) and Prometheus scraping it (the scrape config's
 /// `scrape_config` lines added to its job), a stalling workload, and checks what
-/// Prometheus recorded.
-fn scrape_the_stall_counter(dir: &TempDir, watch_args: &[String], scrape_config: &str) {
+/// Prometheus recorded. On a busy host the kernel may not run one of watch's programs
+/// for one event (docs/watch.md, limits): a run one stall or one hold short is recorded
+/// again, but for the `last`.
+fn scrape_the_stall_counter(
+    dir: &TempDir,
+    watch_args: &[String],
+    scrape_config: &str,
+    last: bool,
+) -> Result<(), Failed> {
     // Ignored by default; run with --include-ignored, a missing Prometheus fails it.
     assert!(
         Command::new("prometheus").arg("--version").output().is_ok(),
@@ -115,9 +123,11 @@ fn scrape_the_stall_counter(dir: &TempDir, watch_args: &[String], scrape_config:
     let _prometheus = Reaped(
         Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
+            // A store of its own for each run: a run recorded again must not read the
+            // series of the one before.
             .arg(format!(
                 "--storage.tsdb.path={}",
-                dir.0.join("data").display()
+                dir.0.join(format!("data-{metrics_port}")).display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
             .stdout(Stdio::null())
@@ -146,20 +156,22 @@ fn scrape_the_stall_counter(dir: &TempDir, watch_args: &[String], scrape_config:
 
     // Prometheus's own answer, once it has scraped the counter after the workload.
     let query = "/api/v1/query?query=sum(tcpstall_stalls_total%7Brole%3D%22holder%22%2Ccomm%3D%22echo_pair%22%7D)";
-    let mut last = None;
+    let mut last_value = None;
     let counted = wait_for(Duration::from_secs(30), || {
         let body = http_get(prometheus_port, query)?;
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         let value: f64 = v["data"]["result"][0]["value"][1].as_str()?.parse().ok()?;
-        last = Some(value);
+        last_value = Some(value);
         // One stall in each slow round trip, none in a fast one.
         (slow..=slow + between).contains(&value).then_some(value)
     });
-    assert!(
-        counted.is_some(),
-        "Prometheus's tcpstall_stalls_total: {last:?}, the program's slow round trips: {}",
-        truth.expected()
-    );
+    if counted.is_none() {
+        let why = format!(
+            "Prometheus's tcpstall_stalls_total: {last_value:?}, the program's slow round trips: {}",
+            truth.expected()
+        );
+        return Err(one_short(last_value, slow, &truth, last, why));
+    }
     // Every one of those stalls carries its holder's service (its cgroup: this test's,
     // which the workload inherits) as a label.
     let service_query = "/api/v1/query?query=sum(tcpstall_stalls_total%7Brole%3D%22holder%22%2Ccomm%3D%22echo_pair%22%2Cservice%3D~%22.%2B%22%7D)";
@@ -193,9 +205,28 @@ fn scrape_the_stall_counter(dir: &TempDir, watch_args: &[String], scrape_config:
         last_holds = Some(value);
         (value >= slow).then_some(value)
     });
-    assert!(
-        holds.is_some(),
-        "Prometheus's tcpstall_nagle_holds_total: {last_holds:?}, the program's slow round trips: {slow}"
-    );
+    if holds.is_none() {
+        let why = format!(
+            "Prometheus's tcpstall_nagle_holds_total: {last_holds:?}, the program's slow round trips: {slow}"
+        );
+        return Err(one_short(last_holds, slow, &truth, last, why));
+    }
     drop(watch);
+    Ok(())
+}
+
+/// A count one short of the slow round trips, where none fell in the band and this is not
+/// the last run, is one kernel event lost (recorded again); any other miss is wrong.
+fn one_short(
+    value: Option<f64>,
+    slow: f64,
+    truth: &common::truth::Truth,
+    last: bool,
+    why: String,
+) -> Failed {
+    if !last && truth.between.is_empty() && value == Some(slow - 1.0) {
+        Failed::Unclear(format!("one event lost: {why}"))
+    } else {
+        Failed::Wrong(why)
+    }
 }
