@@ -266,25 +266,12 @@ mod tests {
     fn ack(window_before: u32, newly_acked: u64, window_after: u32) -> PeerSegment {
         PeerSegment {
             packet: 1,
-            time: 0,
-            previous_time: None,
             ack_advanced: true,
-            snd_una_before: 0,
             outstanding_before: newly_acked,
             newly_acked,
-            outstanding_small_segment: false,
-            small_outstanding_after: false,
-            acked_data_time: None,
-            acked_data_small: false,
-            acked_data_len: 0,
-            acked_data_began_message: false,
-            tsval: None,
-            tsval_is_new: false,
-            sender_owed_ack: false,
-            acked_uncaptured: false,
-            carries_data: false,
             window_before: Some(window_before),
             window_after: Some(window_after),
+            ..PeerSegment::default()
         }
     }
 
