@@ -161,6 +161,25 @@ fn a_one_segment_ack_behind_a_narrow_link_is_judged_against_one_crossing() {
     });
 }
 
+/// A capture point before a bottleneck's queue leaves the hold at the delayer uncertain
+/// by what the queue added: a classic BSD tick's delays (macOS before 10.5 on both ends)
+/// then fit a per-connection timer as they fit the tick, and neither is named alone.
+#[test]
+fn a_tick_behind_a_queue_is_named_no_per_connection_timer() {
+    let options = AnalyzeOptions::default();
+    let mut ticks = Accuracy::default();
+    for spec in cells(8).iter().filter(|c| {
+        c.family == "bottleneck"
+            && c.file.server.stack == "macos-legacy"
+            && matches!(c.file.capture.as_deref(), Some("client" | "tap"))
+    }) {
+        let cell = run_cell(spec, &options).expect("the family's scenarios are valid");
+        ticks.add(&cell.accuracy);
+    }
+    assert!(ticks.stacks_read >= 100, "only {} read", ticks.stacks_read);
+    assert_eq!(ticks.stacks_named_wrong(), 0, "{:#?}", ticks.misses);
+}
+
 #[test]
 fn offloaded_captures_are_not_stalls() {
     assert_no_false_stall("offload");

@@ -148,6 +148,25 @@ const EARLY_SLACK: Nanos = MS;
 /// A capture's clock and the hosts' turnaround: how much later than a timer's most.
 const LATE_SLACK: Nanos = 4 * MS;
 
+/// Below this chance, delays a tick could have given are no tick's: it would have put
+/// each one where it fell by coincidence (the one-in-twenty of a statistical test).
+const COINCIDENCE: f64 = 0.05;
+
+/// The chance that a 200 ms tick met at phases the data's arrivals set (each uniform over
+/// the tick's period, `tcp_fasttimo`) puts each delay within its range at the delayer.
+/// A per-connection timer puts them all alike; a tick rarely puts several, or one within
+/// a narrow range, just there.
+fn tick_chance(ranges: &[(Nanos, Nanos)]) -> f64 {
+    let period = stacks::BSD_FAST_TICK;
+    ranges
+        .iter()
+        .map(|&(low, high)| {
+            let within = (high + EARLY_SLACK).min(period) - (low - LATE_SLACK).max(0);
+            within.clamp(0, period) as f64 / period as f64
+        })
+        .product()
+}
+
 /// Whether the ACKs a timer sent, at `times` as the capture saw them, left on a 200 ms
 /// tick: a classic BSD fast timer (`tcp_fasttimo`, every 200 ms) sends every delayed ACK
 /// of the host on its ticks, so each is a whole number of ticks after the one before; a
@@ -258,9 +277,12 @@ pub fn read_timer_on(
     }
     // A tick fires at a phase the data's arrival sets: delays anywhere within its
     // period, or (data on a steady clock of its own) one delay that no stack's timer
-    // explains.
+    // explains. Where a per-connection timer fits too, the tick is ruled out only when
+    // its phases would have put every delay where the timer did by chance.
     let within_tick = fits((0, stacks::BSD_FAST_TICK + ONE_TIMER_SPREAD));
-    if within_tick && (disagree || candidates.is_empty()) {
+    let tick_by_chance = tick_chance(ranges) >= COINCIDENCE;
+    let tick_missing = !candidates.contains(&TimerGuess::PhasedTick200);
+    if within_tick && tick_missing && (disagree || candidates.is_empty() || tick_by_chance) {
         candidates.push(TimerGuess::PhasedTick200);
     }
     let at_delayer = if disagree {
@@ -359,14 +381,43 @@ mod tests {
 
     #[test]
     fn ranges_that_fit_two_timers_name_neither() {
-        // A path varying by 100 ms: 100 to 140 ms could be FreeBSD's timer or Linux's.
+        // A path varying by 100 ms: 100 to 140 ms could be FreeBSD's timer or Linux's,
+        // and a tick puts four delays within such ranges one time in thirteen.
         let (delays, ranges) = through_path(&[140, 120, 135, 110], 100);
         let reading = read_timer(&delays, &ranges);
         assert_eq!(reading.timer, TimerGuess::Other);
         assert_eq!(
             reading.could_be,
-            vec![TimerGuess::Linux40, TimerGuess::FreeBsd100]
+            vec![
+                TimerGuess::Linux40,
+                TimerGuess::FreeBsd100,
+                TimerGuess::PhasedTick200
+            ]
         );
+        // Over a path varying by 60 ms they fit FreeBSD's timer alone, and a tick would
+        // have put all four there by coincidence (one time in a hundred).
+        let (delays, ranges) = through_path(&[140, 120, 135, 110], 60);
+        assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::FreeBsd100);
+    }
+
+    #[test]
+    fn one_delay_a_tick_could_give_as_often_as_not_names_no_timer_alone() {
+        // One ACK 132 ms late behind a queue that leaves the timer anywhere from 132 to
+        // 461 ms at the delayer: Windows' 200 ms timer fits, and a tick's phase puts a
+        // delay there four times in ten.
+        let reading = read_timer(&ms(&[132]), &[(132 * MS, 461 * MS)]);
+        assert_eq!(reading.timer, TimerGuess::Other);
+        assert_eq!(
+            reading.could_be,
+            vec![TimerGuess::Fixed200, TimerGuess::PhasedTick200]
+        );
+        // Known within a few milliseconds, a tick would fall there one time in thirty.
+        let narrow = read_timer(&ms(&[41]), &[(40 * MS, 41 * MS)]);
+        assert_eq!(narrow.timer, TimerGuess::Linux40);
+        // Three delays, each known within 30 ms, all where Linux's timer fires: a tick
+        // would put them there one time in two hundred.
+        let (delays, ranges) = through_path(&[45, 60, 52], 30);
+        assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Linux40);
     }
 
     #[test]
