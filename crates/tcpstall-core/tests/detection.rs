@@ -337,7 +337,7 @@ fn stalls_both_ways_are_told_apart_per_direction() {
     }
     assert_eq!(client_held.pattern, Some(Pattern::WriteWriteRead));
     assert_eq!(
-        client_held.delayed_ack.as_ref().unwrap().timer,
+        client_held.delayed_ack.as_ref().unwrap().reading.timer,
         TimerGuess::Linux40
     );
     assert_eq!(
@@ -345,7 +345,7 @@ fn stalls_both_ways_are_told_apart_per_direction() {
         Some(Pattern::BulkOddTail { full_segments: 3 })
     );
     assert_eq!(
-        server_held.delayed_ack.as_ref().unwrap().timer,
+        server_held.delayed_ack.as_ref().unwrap().reading.timer,
         TimerGuess::Fixed200
     );
     // The direction that lost the most comes first.

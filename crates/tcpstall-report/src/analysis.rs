@@ -118,10 +118,10 @@ pub fn draw(analysis: &Analysis, traces: Vec<ConnectionTrace>) -> Vec<Connection
             };
             let marker = c.delayed_ack.as_ref().map(|p| {
                 (
-                    p.median as f64 / 1e9,
+                    p.reading.median as f64 / 1e9,
                     format!(
                         "median ACK delay {}",
-                        scale::duration(p.median as f64 / 1e9)
+                        scale::duration(p.reading.median as f64 / 1e9)
                     ),
                 )
             });
@@ -204,11 +204,11 @@ fn facts(c: &ConnectionDiagnosis, out: &mut String) {
             "<dt>delayed by</dt><dd>{} {}: ACKs held {} median ({} to {}, {} samples): {}</dd>",
             p.role.name(),
             p.endpoint,
-            scale::duration(p.median as f64 / 1e9),
-            scale::duration(p.min as f64 / 1e9),
-            scale::duration(p.max as f64 / 1e9),
+            scale::duration(p.reading.median as f64 / 1e9),
+            scale::duration(p.reading.min as f64 / 1e9),
+            scale::duration(p.reading.max as f64 / 1e9),
             p.samples,
-            escape(&p.reading())
+            escape(&p.reading.describe())
         );
     }
     if let Some(p) = c.pattern {

@@ -177,7 +177,7 @@ pub fn stall_zoom(z: &StallZoom<'_>) -> String {
         let timer = c
             .delayed_ack
             .as_ref()
-            .map_or(String::new(), |p| format!(" ({})", p.reading()));
+            .map_or(String::new(), |p| format!(" ({})", p.reading.describe()));
         let label = format!(
             "ACK delayed {} by the {receiver}'s timer{timer}",
             scale::duration(delay as f64 / 1e9)

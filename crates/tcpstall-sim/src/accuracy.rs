@@ -201,19 +201,20 @@ pub fn evaluate_with_stacks(
             accuracy.stacks_read += 1;
             // Right: the stack named, or a tick whose steady phase gave one delay that
             // only a tick explains among the stacks named.
-            let right = profile.timer == truth
-                || (profile.timer == TimerGuess::Other && profile.could_be == [truth]);
+            let reading = &profile.reading;
+            let right = reading.timer == truth
+                || (reading.timer == TimerGuess::Other && reading.could_be == [truth]);
             if right {
                 accuracy.stacks_named_right += 1;
-            } else if profile.timer == TimerGuess::Other && profile.could_be.contains(&truth) {
+            } else if reading.timer == TimerGuess::Other && reading.could_be.contains(&truth) {
                 accuracy.stacks_left_open += 1;
             } else {
                 accuracy.note(format!(
                     "stack: the {} delays with {}; analyze read {} ms median: {}",
                     profile.role.name(),
                     truth.describe(),
-                    profile.median as f64 / 1e6,
-                    profile.reading()
+                    reading.median as f64 / 1e6,
+                    reading.describe()
                 ));
             }
         }

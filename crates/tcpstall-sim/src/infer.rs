@@ -165,7 +165,7 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
     // Stacks: the delayer's from its timer; the holder's from its own delayed ACKs when
     // the other direction stalled too, otherwise assumed like its peer.
     let (delayer_stack, delayer_delack, delayer_source) = match &direction.delayed_ack {
-        Some(p) => stack_for(p.timer, p.median, d.timestamps),
+        Some(p) => stack_for(p.reading.timer, p.reading.median, d.timestamps),
         None => stack_for(TimerGuess::Other, 40 * NANOS_PER_MILLI, d.timestamps),
     };
     let other_way = d
@@ -174,7 +174,7 @@ pub fn scenario_from(d: &ConnectionDiagnosis, limits: Limits) -> Option<Inferred
         .find(|o| o.holder != holder)
         .and_then(|o| o.delayed_ack.as_ref());
     let (holder_stack, holder_delack, holder_source) = match other_way {
-        Some(p) => stack_for(p.timer, p.median, d.timestamps),
+        Some(p) => stack_for(p.reading.timer, p.reading.median, d.timestamps),
         None => (
             delayer_stack,
             delayer_delack,

@@ -496,7 +496,10 @@ fn write_write_read_is_nagle_delayed_ack_held_by_client_delayed_by_server() {
     assert_eq!(d.holder, Some(Role::Client));
     assert_eq!(d.delayer, Some(Role::Server));
     assert_eq!(d.pattern, Some(Pattern::WriteWriteRead));
-    assert_eq!(d.delayed_ack.as_ref().unwrap().timer, TimerGuess::Linux40);
+    assert_eq!(
+        d.delayed_ack.as_ref().unwrap().reading.timer,
+        TimerGuess::Linux40
+    );
     for e in d.events.iter().filter(|e| e.class.is_tcp_stall()) {
         assert_eq!(e.class, StallClass::NagleDelayedAck);
         assert_eq!(e.held_bytes, 6);
@@ -523,7 +526,10 @@ fn a_bulk_block_stalls_on_its_tail_only_with_an_odd_segment_count() {
     assert!(d.stall_count >= 2);
     assert_eq!(d.pattern, Some(Pattern::BulkOddTail { full_segments: 69 }));
     assert!(d.classic_nagle_evidence);
-    assert_eq!(d.delayed_ack.as_ref().unwrap().timer, TimerGuess::Fixed200);
+    assert_eq!(
+        d.delayed_ack.as_ref().unwrap().reading.timer,
+        TimerGuess::Fixed200
+    );
     let first = d.fixes().next().expect("a fix");
     assert!(first.action.to_string().contains("double buffering"));
 
@@ -576,12 +582,12 @@ fn a_tick_met_at_a_steady_phase_is_read_from_the_acks_spacing() {
         let j = judge(&file);
         let profile = j.diagnosis.delayed_ack.as_ref().expect("a delayer");
         assert!(
-            (30 * MS..=60 * MS).contains(&profile.median),
+            (30 * MS..=60 * MS).contains(&profile.reading.median),
             "at the {capture}: one delay within Linux's timer\n{}",
             j.describe()
         );
         assert_eq!(
-            (profile.timer, profile.could_be.as_slice()),
+            (profile.reading.timer, profile.reading.could_be.as_slice()),
             (TimerGuess::Other, &[TimerGuess::PhasedTick200][..]),
             "at the {capture}\n{}",
             j.describe()

@@ -239,7 +239,7 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
         })
     };
     let quickack = {
-        let (action, note) = match d.delayed_ack.as_ref().map(|p| p.timer) {
+        let (action, note) = match d.delayed_ack.as_ref().map(|p| p.reading.timer) {
             Some(TimerGuess::Fixed200) => (
                 "acknowledge at once: TcpAckFrequency=1 (Windows) or tcp_nodelayack=1 (AIX)",
                 "host-wide; more ACK packets",
@@ -267,7 +267,7 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     // Linux 3.11+: RTAX_QUICKACK, a per-route metric that keeps the receiver out of
     // delayed-ACK mode for every connection on that route (tcp_in_quickack_mode).
     let route_quickack = matches!(
-        d.delayed_ack.as_ref().map(|p| p.timer),
+        d.delayed_ack.as_ref().map(|p| p.reading.timer),
         Some(TimerGuess::Linux40)
     )
     .then(|| Fix {

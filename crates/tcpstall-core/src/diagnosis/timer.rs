@@ -13,23 +13,14 @@ pub struct DelayedAckProfile {
     pub role: Role,
     pub endpoint: SocketAddr,
     pub samples: usize,
-    pub median: Nanos,
-    pub min: Nanos,
-    pub max: Nanos,
-    pub timer: TimerGuess,
-    /// The timer at the delayer, least and most, the path's share taken out.
-    pub at_delayer: (Nanos, Nanos),
-    /// The stacks whose timers fit when none is named alone.
-    pub could_be: Vec<TimerGuess>,
-    /// The delays fit Linux's timer, but it held its first acknowledgment of the
-    /// client's data, which a Linux listener sends at once.
-    pub linux_ruled_out: bool,
+    /// What its ACK delays say of its timer.
+    pub reading: TimerReading,
 }
 
-impl DelayedAckProfile {
+impl TimerReading {
     /// What the delays say of the delayer's stack: the stack named, the stacks it could
     /// be, or an unknown stack's timer, with the timer at the delayer.
-    pub fn reading(&self) -> String {
+    pub fn describe(&self) -> String {
         let (low, high) = self.at_delayer;
         let timer = if high - low < MS {
             format!("{:.1} ms", millis(low))

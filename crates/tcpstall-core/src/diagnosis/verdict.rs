@@ -359,18 +359,11 @@ fn direction_diagnosis(
             on_tick,
             first_data_held: held.iter().any(|e| e.ack_of_first_data),
         };
-        let reading = read_timer_on(&delays, &ranges, shows);
         DelayedAckProfile {
             role: side_roles[delayer],
             endpoint: endpoints[delayer],
             samples: delays.len(),
-            median: reading.median,
-            min: reading.min,
-            max: reading.max,
-            timer: reading.timer,
-            at_delayer: reading.at_delayer,
-            could_be: reading.could_be,
-            linux_ruled_out: reading.linux_ruled_out,
+            reading: read_timer_on(&delays, &ranges, shows),
         }
     });
     let nagle: Vec<&StallEvent> = held

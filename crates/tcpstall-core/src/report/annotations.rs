@@ -154,13 +154,13 @@ fn timer_of(c: &ConnectionDiagnosis, e: &StallEvent) -> String {
     let Some(profile) = profile else {
         return "timer not read".to_string();
     };
-    let stacks = profile.timer.stacks().join(" or ");
-    match profile.timer {
+    let stacks = profile.reading.timer.stacks().join(" or ");
+    match profile.reading.timer {
         TimerGuess::Linux40 => format!("{stacks} 40 ms"),
         TimerGuess::FreeBsd100 => format!("{stacks} 100 ms"),
         TimerGuess::Fixed200 => format!("{stacks} 200 ms"),
         TimerGuess::PhasedTick200 => format!("a 200 ms tick: {stacks}"),
-        TimerGuess::Other => profile.reading(),
+        TimerGuess::Other => profile.reading.describe(),
     }
 }
 

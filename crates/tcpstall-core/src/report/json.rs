@@ -440,14 +440,14 @@ fn delayed_ack(p: &crate::diagnosis::DelayedAckProfile) -> JsonDelayedAck {
         endpoint: p.endpoint.to_string(),
         role: p.role.name(),
         samples: p.samples,
-        median: secs(p.median),
-        min: secs(p.min),
-        max: secs(p.max),
-        timer: p.timer.name(),
-        stacks: p.timer.stacks(),
-        at_delayer: [secs(p.at_delayer.0), secs(p.at_delayer.1)],
-        could_be: p.could_be.iter().map(|t| t.name()).collect(),
-        linux_ruled_out: p.linux_ruled_out,
+        median: secs(p.reading.median),
+        min: secs(p.reading.min),
+        max: secs(p.reading.max),
+        timer: p.reading.timer.name(),
+        stacks: p.reading.timer.stacks(),
+        at_delayer: [secs(p.reading.at_delayer.0), secs(p.reading.at_delayer.1)],
+        could_be: p.reading.could_be.iter().map(|t| t.name()).collect(),
+        linux_ruled_out: p.reading.linux_ruled_out,
     }
 }
 

@@ -461,12 +461,12 @@ fn render_direction(
                 "{indent}delayed by: {} {}: ACKs held {:.1} ms median ({:.1} to {:.1} ms, {} sample{}): {}",
                 profile.role.name(),
                 profile.endpoint,
-                millis(profile.median),
-                millis(profile.min),
-                millis(profile.max),
+                millis(profile.reading.median),
+                millis(profile.reading.min),
+                millis(profile.reading.max),
                 profile.samples,
                 plural(profile.samples),
-                profile.reading()
+                profile.reading.describe()
             );
         }
         None => {
