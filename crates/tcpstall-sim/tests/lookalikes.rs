@@ -351,6 +351,16 @@ fn prompt_acks_are_judged_against_the_next_prompt_ack() {
     assert_no_false_stall_in_prompt_acks(&[2, 3, 4], |variation| variation < 0.2);
 }
 
+/// At 30% the queue can move by more than Linux's shortest timer between an ACK and the
+/// next prompt ACK. Where the connection shows its peer acknowledges at once, an ACK no
+/// later than the path took just before it (within the reach of its prompt ACKs) is the
+/// path too: on the matrix's own draw, a keep-alive ACK 497 ms after the headers lies
+/// between the 506 ms of the ACK before it and the 462 ms of the one after.
+#[test]
+fn prompt_acks_are_judged_against_the_prompt_ack_before_too() {
+    assert_no_false_stall_in_prompt_acks(&[1], |variation| variation > 0.2);
+}
+
 /// No false stall in `prompt-ack-400ms` on any of `seeds`, over the cells whose delay
 /// variation `keep` picks, at every capture point.
 fn assert_no_false_stall_in_prompt_acks(seeds: &[u64], keep: impl Fn(f64) -> bool) {
@@ -370,7 +380,7 @@ fn assert_no_false_stall_in_prompt_acks(seeds: &[u64], keep: impl Fn(f64) -> boo
             false_stalls.extend(false_stall_reasons(&cell, &label));
         }
     }
-    assert!(runs >= 200, "only {runs} runs");
+    assert!(runs >= 70 * seeds.len(), "only {runs} runs");
     assert_none("false stalls released late", &false_stalls);
 }
 

@@ -196,10 +196,12 @@ pub fn ack_timing(ctx: &GapContext, ack: &PeerSegment, config: &DetectConfig) ->
         return AckTiming::Prompt("ack-sent-as-a-read-opened-the-window");
     }
     // A side that acknowledges at once: a later ACK within the range its prompt ones
-    // showed is the path moving, against the path a moment later where it was measured.
+    // showed is the path moving, against the path a moment later where it was measured,
+    // or a moment before (a path whose delay drifts takes longer on one side of the ACK).
     if let Some(reach) = ctx.peer_acks_at_once {
         let against = ctx.release_round_trip.unwrap_or(path);
-        if sample - against <= reach {
+        let before = ctx.round_trip_before.unwrap_or(path);
+        if sample - against.max(before) <= reach {
             return AckTiming::Prompt("peer-acks-at-once");
         }
     }

@@ -88,6 +88,9 @@ pub struct GapContext {
     /// The round trip of the other side's latest reply before that ACK: the path took no
     /// longer then.
     pub release_reply_bound: Option<Nanos>,
+    /// The round trip of the other side's pure ACK before the candidate, for earlier
+    /// data: what the path took a moment before it.
+    pub round_trip_before: Option<Nanos>,
     /// The other side acknowledged the previous full segment of the same flight alone,
     /// sooner than any timer: it acknowledges every segment.
     pub peer_acks_every_segment: bool,
@@ -147,6 +150,7 @@ impl GapContext {
             prompt_round_trip: None,
             release_round_trip: None,
             release_reply_bound: None,
+            round_trip_before: None,
             peer_acks_every_segment: false,
             peer_paced_by_delivery: false,
             peer_acks_at_once: None,

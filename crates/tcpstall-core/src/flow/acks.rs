@@ -183,6 +183,16 @@ impl AckHistory {
         covering.max(previous)
     }
 
+    /// The round trip of this side's pure ACK before `ack`, for earlier data: what the
+    /// path took a moment before it.
+    pub fn round_trip_before(&self, ack: &PeerSegment) -> Option<Nanos> {
+        let acked = ack.acked_data_time?;
+        self.recent
+            .iter()
+            .find(|r| r.has(AckRecord::SEEN) && !r.is(ack) && r.data_time < acked)
+            .map(AckRecord::round_trip)
+    }
+
     /// RFC 1122 4.2.3.2 receivers acknowledge every second full segment: one that
     /// acknowledged, alone, a full segment sent shortly before the one `ack` alone
     /// acknowledges, and did so less than any delayed-ACK timer before, did not wait

@@ -98,6 +98,9 @@ impl Connection {
             let prompt_round_trip = last_from_peer
                 .as_ref()
                 .and_then(|ack| self.dirs[y].acks.path_reference_for(ack, config.min_gap));
+            let round_trip_before = last_from_peer
+                .as_ref()
+                .and_then(|ack| self.dirs[y].acks.round_trip_before(ack));
             let peer_acks_every_segment = last_from_peer
                 .as_ref()
                 .is_some_and(|ack| self.dirs[y].acks.acks_every_segment(ack));
@@ -135,6 +138,7 @@ impl Connection {
                 prompt_round_trip,
                 release_round_trip: None,
                 release_reply_bound: None,
+                round_trip_before,
                 peer_acks_every_segment,
                 peer_paced_by_delivery,
                 peer_acks_at_once: None,
