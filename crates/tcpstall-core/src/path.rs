@@ -18,6 +18,10 @@ pub const SPREAD_CEILING: Nanos = crate::stacks::SHORTEST_TIMER;
 /// rounded up to the half millisecond.
 pub const HOST_TURNAROUND: Nanos = 4_500_000;
 
+/// The same turnaround at the 99th percentile of that measurement (0.14 ms): how soon
+/// after the ACK a host sends what the ACK released, as a rule.
+pub const USUAL_TURNAROUND: Nanos = 140_000;
+
 /// What one side's round trips (capture point to that side and back) showed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PathSide {

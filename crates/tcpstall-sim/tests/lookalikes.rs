@@ -865,6 +865,30 @@ fn a_listener_that_held_the_first_datas_ack_is_not_named_linux() {
     assert_eq!(ticks.stacks_named_wrong(), 0, "{:#?}", ticks.misses);
 }
 
+/// A server writing a chunk every 205 ms to a Windows client over a 100 or 190 ms path:
+/// Nagle holds each write until the client's 200 ms timer sends its ACK, and the chunk
+/// leaves on the ACK's arrival, so its data is as regular as a clock. Beside the server
+/// the chunks are seen to leave microseconds after the ACKs, and every stall is found
+/// there and at the client. (At a tap the reaction is timed through the path, where a
+/// periodic sender whose ACK lands just before its next message looks alike.)
+#[test]
+fn writes_a_steady_delayed_ack_releases_are_not_the_senders_own_clock() {
+    let options = AnalyzeOptions::default();
+    let (mut stalls, mut missed) = (0, Vec::new());
+    for spec in cells(8)
+        .iter()
+        .filter(|c| c.family == "clocked-sender" && c.label.contains("every 205 ms"))
+        .filter(|c| c.file.capture.as_deref() != Some("tap"))
+    {
+        let cell = run_cell(spec, &options).expect("the family's scenarios are valid");
+        stalls += cell.truth_stalls;
+        let label = format!("{} at {} ({})", cell.client, cell.capture, cell.variant);
+        missed.extend(missed_stall_reasons(&cell, &label));
+    }
+    assert!(stalls >= 30, "only {stalls} stalls in the truth");
+    assert_none(&format!("of {stalls} stalls, missed"), &missed);
+}
+
 #[test]
 fn a_relay_writing_as_its_upstream_delivers_is_not_stalled() {
     // Its writes follow the upstream's arrivals, not the client's ACKs: no stall of any

@@ -2,7 +2,7 @@
 //! tracker (the sender's segments, the peer's last segment inside the gap, the paths'
 //! round trips), the detector's thresholds, and the sender's clock.
 
-use crate::path::PathSide;
+use crate::path::{PathSide, USUAL_TURNAROUND};
 use crate::segment::{NANOS_PER_MILLI, Nanos};
 use crate::side::{PerSide, Side};
 
@@ -221,6 +221,23 @@ pub fn sender_clock(intervals: &mut [Nanos], reactions: &mut [Nanos]) -> SenderC
     if intervals.len() < MIN_SAMPLES || intervals.len() != reactions.len() {
         return SenderClock::Unknown;
     }
+    // The rhythm is the usual time since the previous data. Data that left those gaps
+    // as soon after an ACK as a host sends what an ACK released kept the ACKs' rhythm,
+    // which a steady delayed ACK makes as regular as a clock (Nagle releasing each write
+    // on it), however the ACKs wandered in its other gaps. (Only a capture beside the
+    // sender times its reaction that finely; a meter whose readings follow the ACKs by
+    // 3 ms keeps its own clock.)
+    let mut sorted = intervals.to_vec();
+    sorted.sort_unstable();
+    let usual = sorted[sorted.len() / 2];
+    let mut on_rhythm: Vec<Nanos> = intervals
+        .iter()
+        .zip(reactions.iter())
+        .filter(|(interval, _)| (*interval - usual).abs() <= NANOS_PER_MILLI)
+        .map(|(_, reaction)| *reaction)
+        .collect();
+    on_rhythm.sort_unstable();
+    let left_on_the_acks = on_rhythm[on_rhythm.len() / 2] <= USUAL_TURNAROUND;
     let interval_spread = median_absolute_deviation(intervals);
     let reaction_spread = median_absolute_deviation(reactions).max(quartile_range(reactions) / 2);
     // The ACKs must wander for the comparison to say anything: where both are steady,
@@ -228,7 +245,11 @@ pub fn sender_clock(intervals: &mut [Nanos], reactions: &mut [Nanos]) -> SenderC
     // quartiles catches ACKs that changed their timing part way, which the median
     // deviation alone would not.)
     let acks_wander = reaction_spread >= 2 * NANOS_PER_MILLI;
-    if acks_wander && interval_spread <= NANOS_PER_MILLI && interval_spread * 4 <= reaction_spread {
+    if acks_wander
+        && !left_on_the_acks
+        && interval_spread <= NANOS_PER_MILLI
+        && interval_spread * 4 <= reaction_spread
+    {
         SenderClock::FollowsOwn
     } else if interval_spread <= NANOS_PER_MILLI / 10 {
         SenderClock::Steady
@@ -276,6 +297,30 @@ mod tests {
         assert_ne!(
             sender_clock(&mut intervals, &mut reactions),
             SenderClock::FollowsOwn
+        );
+    }
+
+    #[test]
+    fn writes_a_steady_delayed_ack_releases_keep_its_rhythm_not_their_own() {
+        // A server writing every 205 ms to a Windows client over a 100 ms path: Nagle
+        // holds each write until the 200 ms timer's ACK, and the data leaves 9 us after
+        // it, 300 ms after the data before; between, a full segment and its tail leave
+        // 125 ms apart, 25 ms after an ACK. The usual interval is the ACKs'.
+        let mut intervals = [300, 300, 125, 300, 300, 125, 300, 300, 125].map(|i| i * MS);
+        let mut reactions = [
+            9_000,
+            9_000,
+            25 * MS,
+            9_000,
+            9_000,
+            25 * MS,
+            9_000,
+            9_000,
+            25 * MS,
+        ];
+        assert_eq!(
+            sender_clock(&mut intervals, &mut reactions),
+            SenderClock::Steady
         );
     }
 
