@@ -227,17 +227,14 @@ pub fn sender_clock(intervals: &mut [Nanos], reactions: &mut [Nanos]) -> SenderC
     // on it), however the ACKs wandered in its other gaps. (Only a capture beside the
     // sender times its reaction that finely; a meter whose readings follow the ACKs by
     // 3 ms keeps its own clock.)
-    let mut sorted = intervals.to_vec();
-    sorted.sort_unstable();
-    let usual = sorted[sorted.len() / 2];
+    let usual = median(&mut intervals.to_vec());
     let mut on_rhythm: Vec<Nanos> = intervals
         .iter()
         .zip(reactions.iter())
         .filter(|(interval, _)| (*interval - usual).abs() <= NANOS_PER_MILLI)
         .map(|(_, reaction)| *reaction)
         .collect();
-    on_rhythm.sort_unstable();
-    let left_on_the_acks = on_rhythm[on_rhythm.len() / 2] <= USUAL_TURNAROUND;
+    let left_on_the_acks = median(&mut on_rhythm) <= USUAL_TURNAROUND;
     let interval_spread = median_absolute_deviation(intervals);
     let reaction_spread = median_absolute_deviation(reactions).max(quartile_range(reactions) / 2);
     // The ACKs must wander for the comparison to say anything: where both are steady,
@@ -265,12 +262,16 @@ fn quartile_range(values: &mut [Nanos]) -> Nanos {
     values[n * 3 / 4] - values[n / 4]
 }
 
-fn median_absolute_deviation(values: &mut [Nanos]) -> Nanos {
+/// The middle value (the upper of the two middle ones), sorting `values`.
+fn median(values: &mut [Nanos]) -> Nanos {
     values.sort_unstable();
-    let median = values[values.len() / 2];
-    let mut deviations: Vec<Nanos> = values.iter().map(|v| (v - median).abs()).collect();
-    deviations.sort_unstable();
-    deviations[deviations.len() / 2]
+    values[values.len() / 2]
+}
+
+fn median_absolute_deviation(values: &mut [Nanos]) -> Nanos {
+    let middle = median(values);
+    let mut deviations: Vec<Nanos> = values.iter().map(|v| (v - middle).abs()).collect();
+    median(&mut deviations)
 }
 
 #[cfg(test)]
