@@ -98,6 +98,18 @@ fn assert_every_stall_found_seeded(
     keep: impl Fn(&CellSpec) -> bool,
     seed: Option<u64>,
 ) {
+    let (stalls, missed) = stalls_and_misses(family, keep, seed);
+    assert!(stalls > 100, "{family}: only {stalls} stalls in the truth");
+    assert_none(&format!("{family}: of {stalls} stalls, missed"), &missed);
+}
+
+/// The stalls in the truth of `family`'s cells that `keep` picks, and the reasons for
+/// those missed or named wrongly, with every cell's seed set to `seed`.
+fn stalls_and_misses(
+    family: &str,
+    keep: impl Fn(&CellSpec) -> bool,
+    seed: Option<u64>,
+) -> (usize, Vec<String>) {
     let options = AnalyzeOptions::default();
     let mut missed = Vec::new();
     let mut stalls = 0;
@@ -111,8 +123,7 @@ fn assert_every_stall_found_seeded(
         let label = format!("{} -> {} at {}", cell.client, cell.server, cell.capture);
         missed.extend(missed_stall_reasons(&cell, &label));
     }
-    assert!(stalls > 100, "{family}: only {stalls} stalls in the truth");
-    assert_none(&format!("{family}: of {stalls} stalls, missed"), &missed);
+    (stalls, missed)
 }
 
 /// Fails with the count of `found` and its first five, when there is any.
@@ -166,16 +177,11 @@ fn a_one_segment_ack_behind_a_narrow_link_is_judged_against_one_crossing() {
 /// then fit a per-connection timer as they fit the tick, and neither is named alone.
 #[test]
 fn a_tick_behind_a_queue_is_named_no_per_connection_timer() {
-    let options = AnalyzeOptions::default();
-    let mut ticks = Accuracy::default();
-    for spec in cells(8).iter().filter(|c| {
+    let ticks = scored(|c| {
         c.family == "bottleneck"
             && c.file.server.stack == "macos-legacy"
             && matches!(c.file.capture.as_deref(), Some("client" | "tap"))
-    }) {
-        let cell = run_cell(spec, &options).expect("the family's scenarios are valid");
-        ticks.add(&cell.accuracy);
-    }
+    });
     assert!(ticks.stacks_read >= 100, "only {} read", ticks.stacks_read);
     assert_eq!(ticks.stacks_named_wrong(), 0, "{:#?}", ticks.misses);
 }
@@ -824,9 +830,7 @@ fn the_delayers_stack_is_named_through_a_varying_path() {
 /// The request/response runs of `pattern` over `rtt` ms whose delayer (the client or
 /// the server, as `delayer_is_client`) runs a BSD tick, scored together.
 fn tick_delayers(pattern: &str, rtt: f64, delayer_is_client: bool) -> Accuracy {
-    let options = AnalyzeOptions::default();
-    let mut total = Accuracy::default();
-    for spec in cells(8).iter().filter(|c| {
+    scored(|c| {
         let delayer = if delayer_is_client {
             &c.file.client.stack
         } else {
@@ -836,7 +840,14 @@ fn tick_delayers(pattern: &str, rtt: f64, delayer_is_client: bool) -> Accuracy {
             && c.file.workload.pattern == pattern
             && c.file.link.rtt_ms == rtt
             && ["macos", "macos-legacy", "aix"].contains(&delayer.as_str())
-    }) {
+    })
+}
+
+/// The matrix's cells that `keep` picks, run and scored together.
+fn scored(keep: impl Fn(&CellSpec) -> bool) -> Accuracy {
+    let options = AnalyzeOptions::default();
+    let mut total = Accuracy::default();
+    for spec in cells(8).iter().filter(|c| keep(c)) {
         let cell = run_cell(spec, &options).expect("the matrix's scenarios are valid");
         total.add(&cell.accuracy);
     }
@@ -873,18 +884,11 @@ fn a_listener_that_held_the_first_datas_ack_is_not_named_linux() {
 /// periodic sender whose ACK lands just before its next message looks alike.)
 #[test]
 fn writes_a_steady_delayed_ack_releases_are_not_the_senders_own_clock() {
-    let options = AnalyzeOptions::default();
-    let (mut stalls, mut missed) = (0, Vec::new());
-    for spec in cells(8)
-        .iter()
-        .filter(|c| c.family == "clocked-sender" && c.label.contains("every 205 ms"))
-        .filter(|c| c.file.capture.as_deref() != Some("tap"))
-    {
-        let cell = run_cell(spec, &options).expect("the family's scenarios are valid");
-        stalls += cell.truth_stalls;
-        let label = format!("{} at {} ({})", cell.client, cell.capture, cell.variant);
-        missed.extend(missed_stall_reasons(&cell, &label));
-    }
+    let (stalls, missed) = stalls_and_misses(
+        "clocked-sender",
+        |c| c.label.contains("every 205 ms") && c.file.capture.as_deref() != Some("tap"),
+        None,
+    );
     assert!(stalls >= 30, "only {stalls} stalls in the truth");
     assert_none(&format!("of {stalls} stalls, missed"), &missed);
 }
