@@ -161,6 +161,7 @@ fn segment(
         window: 1024,
         payload_len: len,
         ip_id: 0,
+        ttl: 64,
         options: TcpOptions {
             mss: (flags & TcpFlags::SYN != 0).then_some(1460),
             ..TcpOptions::default()

@@ -622,6 +622,7 @@ impl Conn {
             window,
             payload_len: p.len,
             ip_id: 0,
+            ttl: 64,
             options,
             tunnel: 0,
         }

@@ -108,6 +108,9 @@ pub struct Segment {
     /// The IPv4 header's Identification field; 0 where there is none (IPv6, a source
     /// without IP headers) and where a stack leaves it 0, which tells nothing.
     pub ip_id: u16,
+    /// The IPv4 TTL or IPv6 hop limit as captured: the sender's initial value less the
+    /// routers on the way; 0 where the source has no IP header.
+    pub ttl: u8,
     pub options: TcpOptions,
     /// The overlay network that carried the segment (a VXLAN or Geneve network, an NVGRE
     /// virtual subnet), 0 when none. Two overlays may reuse the same addresses, so it is

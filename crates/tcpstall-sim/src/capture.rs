@@ -27,7 +27,14 @@ pub struct Captured {
     pub segment: WireSegment,
     /// Wire segments this record stands for (more than one after offload merged them).
     pub merged: u32,
+    /// The TTL it passed the capture point with: its sender's initial TTL, less a
+    /// router per [`ROUTERS`] share of the way it came.
+    pub ttl: u8,
 }
+
+/// The routers a path holds end to end, each of which takes one from a packet's TTL
+/// (RFC 791 3.2).
+pub const ROUTERS: f64 = 8.0;
 
 /// Records the capture kept, and the same before it missed any (for the ground truth).
 #[derive(Clone, Debug, Default)]
@@ -187,6 +194,7 @@ pub fn to_segment(captured: &Captured, isn: PerSide<SeqNumber>) -> Segment {
         // Each datagram numbered, as a stack's counter numbers them (RFC 6864 4.1); a
         // resent segment is a new datagram.
         ip_id: s.id as u16,
+        ttl: captured.ttl,
         tunnel: 0,
         options: TcpOptions {
             mss: s.mss_option.map(|m| m.min(65_535) as u16),
@@ -216,6 +224,7 @@ mod tests {
         Captured {
             time,
             merged: 1,
+            ttl: 64,
             segment: WireSegment {
                 id: seq,
                 from,

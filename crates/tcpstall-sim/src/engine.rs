@@ -653,10 +653,13 @@ impl<'a> Simulation<'a> {
         if self.record_capture
             && let Some(time) = transit.captured_at
         {
+            let routers_passed =
+                (self.link.borrow().share_to_capture(from) * capture::ROUTERS).round() as u8;
             self.passed.push(Captured {
                 time,
                 segment: segment.clone(),
                 merged: 1,
+                ttl: self.endpoints[from].profile.initial_ttl - routers_passed,
             });
         }
         if let Some(arrival) = transit.arrival {

@@ -168,6 +168,8 @@ pub struct StackProfile {
     pub ts_recent: TsRecentRule,
     /// Ticks per second of the TSval clock (RFC 7323 5.4: 1 ms to 1 s a tick).
     pub ts_hz: f64,
+    /// The TTL (IPv4) or hop limit (IPv6) its packets leave with.
+    pub initial_ttl: u8,
     /// Initial congestion window, segments.
     pub initial_window: u32,
     pub delayed_ack: DelayedAckTimer,
@@ -244,6 +246,7 @@ pub fn linux() -> StackProfile {
         timestamps: true,
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
+        initial_ttl: 64,
         initial_window: 10,
         delayed_ack: DelayedAckTimer::LinuxAto {
             min: stacks::LINUX_DELACK_MIN,
@@ -263,6 +266,10 @@ pub fn linux() -> StackProfile {
         ack_one_byte_at_once: false,
         slow_start: SlowStart::ByteCounting,
         sources: &[
+            (
+                "initial_ttl",
+                "net.ipv4.ip_default_ttl 64 (confirmed, ip-sysctl)",
+            ),
             (
                 "nagle",
                 "tcp_output.c tcp_nagle_check / tcp_minshall_check (confirmed)",
@@ -321,6 +328,7 @@ pub fn windows() -> StackProfile {
         timestamps: false,
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
+        initial_ttl: 128,
         initial_window: 10,
         delayed_ack: DelayedAckTimer::PerConnection {
             delay: stacks::WINDOWS_DELACK,
@@ -338,6 +346,10 @@ pub fn windows() -> StackProfile {
         ack_one_byte_at_once: false,
         slow_start: SlowStart::ByteCounting,
         sources: &[
+            (
+                "initial_ttl",
+                "DefaultTTL 128 (confirmed, Tcpip Parameters)",
+            ),
             (
                 "nagle",
                 "classic Nagle, TCP_NODELAY to disable (confirmed, seed 001)",
@@ -381,6 +393,7 @@ pub fn macos_legacy() -> StackProfile {
         timestamps: true,
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
+        initial_ttl: 64,
         initial_window: 4,
         delayed_ack: DelayedAckTimer::GlobalTick {
             period: stacks::BSD_FAST_TICK,
@@ -399,6 +412,7 @@ pub fn macos_legacy() -> StackProfile {
         ack_one_byte_at_once: false,
         slow_start: SlowStart::ByteCounting,
         sources: &[
+            ("initial_ttl", "IPDEFTTL 64, net.inet.ip.ttl (confirmed)"),
             (
                 "nagle",
                 "classic before 10.5, Minshall's variant from 10.5 (confirmed, seed 000)",
@@ -441,6 +455,7 @@ pub fn freebsd() -> StackProfile {
         timestamps: true,
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
+        initial_ttl: 64,
         initial_window: 10,
         delayed_ack: DelayedAckTimer::PerConnection {
             delay: stacks::FREEBSD_DELACKTIME,
@@ -458,6 +473,7 @@ pub fn freebsd() -> StackProfile {
         ack_one_byte_at_once: false,
         slow_start: SlowStart::ByteCounting,
         sources: &[
+            ("initial_ttl", "IPDEFTTL 64, net.inet.ip.ttl (confirmed)"),
             ("nagle", "tcp_output.c: classic Nagle (likely)"),
             ("timestamps", "net.inet.tcp.rfc1323=1 (confirmed)"),
             (
@@ -497,6 +513,7 @@ pub fn aix() -> StackProfile {
         timestamps: false,
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
+        initial_ttl: 64,
         initial_window: 4,
         delayed_ack: DelayedAckTimer::GlobalTick {
             period: stacks::BSD_FAST_TICK,
@@ -515,6 +532,7 @@ pub fn aix() -> StackProfile {
         ack_one_byte_at_once: false,
         slow_start: SlowStart::ByteCounting,
         sources: &[
+            ("initial_ttl", "64, the BSD default (likely)"),
             ("nagle", "classic Nagle (likely)"),
             ("timestamps", "rfc1323=0 by default (likely)"),
             ("initial_window", "4 segments (unconfirmed)"),
@@ -543,6 +561,7 @@ pub fn inet() -> StackProfile {
         timestamps: false,
         ts_recent: TsRecentRule::Rfc7323,
         ts_hz: 1000.0,
+        initial_ttl: 32,
         initial_window: 1,
         delayed_ack: DelayedAckTimer::PerConnection { delay: 200 * MS },
         ack_every_segments: 2,
@@ -558,6 +577,7 @@ pub fn inet() -> StackProfile {
         ack_one_byte_at_once: true,
         slow_start: SlowStart::PerAck,
         sources: &[
+            ("initial_ttl", "Ipv4 timeToLive 32 (likely)"),
             (
                 "nagle",
                 "TcpConnection::sendData: no sub-MSS segment while snd_una != snd_max (confirmed)",

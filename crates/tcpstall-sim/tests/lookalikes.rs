@@ -865,6 +865,28 @@ fn a_tick_on_the_beat_of_a_200ms_timer_is_not_named_windows() {
     assert_eq!(ticks.stacks_named_wrong(), 0, "{:#?}", ticks.misses);
 }
 
+/// Over a 0.05 or a 100 ms path, a lock-step exchange puts Windows' 200 ms timer's ACKs
+/// on a 200 ms beat, as a tick met at a steady phase puts its own: their delays and
+/// spacings differ by the exchanges' few microseconds. Windows' packets leave with TTL
+/// 128, the tick stacks' (macOS before and after 10.5, AIX) with 64, and the reading
+/// names the timer the delayer's TTL allows, in every stalled direction at every point.
+#[test]
+fn the_delayers_ttl_tells_windows_timer_from_a_tick_on_its_beat() {
+    let beat = scored(|c| {
+        let stacks = ["windows", "macos", "macos-legacy", "aix"];
+        c.family == "request-response"
+            && [0.05, 100.0].contains(&c.file.link.rtt_ms)
+            && stacks.contains(&c.file.client.stack.as_str())
+            && stacks.contains(&c.file.server.stack.as_str())
+    });
+    assert!(beat.stacks_read >= 300, "only {} read", beat.stacks_read);
+    assert_eq!(
+        beat.stacks_named_right, beat.stacks_read,
+        "{:#?}",
+        beat.misses
+    );
+}
+
 /// Pipelined requests over a 20 ms path to a server whose 200 ms tick meets them at a
 /// steady phase: the one delay the connection shows (36 ms) fits Linux's timer, but it
 /// held the server's first acknowledgment of the client's data, which a Linux listener

@@ -353,6 +353,8 @@ struct NetworkPayload<'a> {
     beyond_frame: bool,
     /// The IPv4 Identification field (0 for IPv6, which has none outside fragments).
     ip_id: u16,
+    /// The TTL (IPv4) or hop limit (IPv6).
+    ttl: u8,
 }
 
 /// The payload length an IP header declares, `total` bytes counted from the header's
@@ -404,6 +406,7 @@ fn network_payload<'a>(
                 fragment,
                 beyond_frame,
                 ip_id: header.identification(),
+                ttl: header.ttl(),
             })
         }
         Some(LaxNetSlice::Ipv6(ipv6)) => {
@@ -444,6 +447,7 @@ fn network_payload<'a>(
                 fragment,
                 beyond_frame,
                 ip_id: 0,
+                ttl: header.hop_limit(),
             })
         }
         Some(LaxNetSlice::Arp(_)) | None => Err(match &sliced.stop_err {
@@ -527,6 +531,7 @@ fn segment(
         window: tcp.window_size(),
         payload_len,
         ip_id: network.ip_id,
+        ttl: network.ttl,
         options: tcp_options(tcp.options()),
         tunnel: overlay,
     }

@@ -45,7 +45,7 @@ pub(crate) fn decode_ipv4(
         id_lo,
         frag_hi,
         frag_lo,
-        _,
+        ttl,
         protocol,
         _,
         _,
@@ -100,6 +100,7 @@ pub(crate) fn decode_ipv4(
         window: be_u16(&tcp[14..16]),
         payload_len: payload_len as u32,
         ip_id: u16::from_be_bytes([id_hi, id_lo]),
+        ttl,
         options: crate::capture::tcp_options::tcp_options(&tcp[20..tcp_header_len]),
         tunnel: 0,
     };
@@ -117,6 +118,7 @@ pub(crate) const BLANK_SEGMENT: Segment = Segment {
     window: 0,
     payload_len: 0,
     ip_id: 0,
+    ttl: 0,
     options: crate::segment::TcpOptions {
         mss: None,
         window_scale: None,

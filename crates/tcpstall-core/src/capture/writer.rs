@@ -120,10 +120,12 @@ pub fn encode_segment(
         ether_type,
     }
     .write(frame)?;
+    // A segment that came without an IP header leaves with the usual initial TTL.
+    let ttl = if segment.ttl == 0 { 64 } else { segment.ttl };
     match (segment.src.ip(), segment.dst.ip()) {
         (IpAddr::V4(src), IpAddr::V4(dst)) => {
             let payload = u16::try_from(tcp_len).unwrap_or(u16::MAX - 20);
-            let mut ip = Ipv4Header::new(payload, 64, IpNumber::TCP, src.octets(), dst.octets())
+            let mut ip = Ipv4Header::new(payload, ttl, IpNumber::TCP, src.octets(), dst.octets())
                 .map_err(io::Error::other)?;
             ip.identification = segment.ip_id;
             ip.write(frame)?;
@@ -138,7 +140,7 @@ pub fn encode_segment(
                 flow_label: Default::default(),
                 payload_length: u16::try_from(tcp_len).unwrap_or(u16::MAX),
                 next_header: IpNumber::TCP,
-                hop_limit: 64,
+                hop_limit: ttl,
                 source: to_v6(src).octets(),
                 destination: to_v6(dst).octets(),
             }

@@ -241,7 +241,13 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     let quickack = {
         let (action, note) = match d.delayed_ack.as_ref().map(|p| p.reading.timer) {
             Some(TimerGuess::Fixed200) => (
-                "acknowledge at once: TcpAckFrequency=1 (Windows) or tcp_nodelayack=1 (AIX)",
+                "acknowledge at once: TcpAckFrequency=1 (Windows)",
+                "host-wide; more ACK packets",
+            ),
+            // The stacks whose delayed ACKs wait for a 200 ms tick switch them off for
+            // the whole host.
+            Some(TimerGuess::PhasedTick200) => (
+                "acknowledge at once: tcp_nodelayack=1 (AIX) or net.inet.tcp.delayed_ack=0 (BSD, macOS)",
                 "host-wide; more ACK packets",
             ),
             Some(TimerGuess::Linux40) => (

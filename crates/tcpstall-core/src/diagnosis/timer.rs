@@ -64,7 +64,7 @@ pub enum TimerGuess {
     Linux40,
     /// 100 ms: FreeBSD's default `net.inet.tcp.delacktime`.
     FreeBsd100,
-    /// 200 ms per connection: Windows (TcpDelAckTicks = 2), AIX.
+    /// 200 ms per connection: Windows (TcpDelAckTicks = 2).
     Fixed200,
     /// 0 to 200 ms: a global 200 ms tick as in classic BSD (delay depends on phase).
     PhasedTick200,
@@ -87,7 +87,7 @@ impl TimerGuess {
         match self {
             TimerGuess::Linux40 => &["Linux"],
             TimerGuess::FreeBsd100 => &["FreeBSD"],
-            TimerGuess::Fixed200 => &["Windows", "AIX"],
+            TimerGuess::Fixed200 => &["Windows"],
             TimerGuess::PhasedTick200 => &["classic BSD", "AIX", "macOS before 10.5"],
             TimerGuess::Other => &[],
         }
@@ -97,7 +97,7 @@ impl TimerGuess {
         match self {
             TimerGuess::Linux40 => "Linux (TCP_DELACK_MIN 40 ms)",
             TimerGuess::FreeBsd100 => "FreeBSD (delacktime 100 ms)",
-            TimerGuess::Fixed200 => "Windows or AIX (200 ms timer)",
+            TimerGuess::Fixed200 => "Windows (200 ms timer)",
             TimerGuess::PhasedTick200 => "a classic BSD 200 ms tick (delay depends on its phase)",
             TimerGuess::Other => "no known stack default",
         }
@@ -218,6 +218,8 @@ pub struct TimerShows {
     pub on_tick: bool,
     /// It held its first acknowledgment of the holder's data, which Linux sends at once.
     pub first_data_held: bool,
+    /// The TTL its packets left with ([`stacks::initial_ttl`]).
+    pub initial_ttl: Option<u8>,
 }
 
 /// As [`read_timer`], told what else the connection showed: where the timer's ACKs left
@@ -275,6 +277,18 @@ pub fn read_timer_on(
     let tick_missing = !candidates.contains(&TimerGuess::PhasedTick200);
     if within_tick && tick_missing && (disagree || candidates.is_empty() || tick_by_chance) {
         candidates.push(TimerGuess::PhasedTick200);
+    }
+    // The TTL the delayer's packets left with tells Windows (128) from the stacks whose
+    // packets leave with 64; where the delays fit timers of both, the other kind's are
+    // ruled out.
+    match shows.initial_ttl {
+        Some(stacks::WINDOWS_TTL) if candidates.contains(&TimerGuess::Fixed200) => {
+            candidates = vec![TimerGuess::Fixed200];
+        }
+        Some(stacks::UNIX_TTL) if candidates.len() > 1 => {
+            candidates.retain(|&t| t != TimerGuess::Fixed200);
+        }
+        _ => {}
     }
     let at_delayer = if disagree {
         (least, most)
@@ -512,5 +526,39 @@ mod tests {
         let acks = ms(&[1_000, 1_230, 1_461, 1_690]);
         assert!(!left_on_a_tick(&acks, 2 * MS));
         assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Fixed200);
+    }
+
+    #[test]
+    fn the_delayers_ttl_names_the_timer_on_the_beat() {
+        // The same ACKs on the beat: a host whose packets left with TTL 128 is Windows,
+        // one whose packets left with 64 runs one of the tick stacks.
+        let (delays, ranges) = through_path(&[200, 201, 200, 200], 0);
+        let acks = ms(&[1_000, 1_200, 1_401, 1_601]);
+        let with_ttl = |initial_ttl| {
+            read_timer_on(
+                &delays,
+                &ranges,
+                TimerShows {
+                    on_tick: left_on_a_tick(&acks, 2 * MS),
+                    initial_ttl: Some(initial_ttl),
+                    ..TimerShows::default()
+                },
+            )
+        };
+        assert_eq!(with_ttl(128).timer, TimerGuess::Fixed200);
+        let tick = with_ttl(64);
+        assert_eq!(tick.timer, TimerGuess::Other);
+        assert_eq!(tick.could_be, vec![TimerGuess::PhasedTick200]);
+        // A TTL says nothing against the only timer the delays fit.
+        let (delays, ranges) = through_path(&[41, 43, 42], 0);
+        let linux = read_timer_on(
+            &delays,
+            &ranges,
+            TimerShows {
+                initial_ttl: Some(128),
+                ..TimerShows::default()
+            },
+        );
+        assert_eq!(linux.timer, TimerGuess::Linux40);
     }
 }

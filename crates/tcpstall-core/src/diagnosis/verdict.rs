@@ -12,6 +12,7 @@ use crate::flow::{Connection, MssSource};
 use crate::path::PathSide;
 use crate::segment::Nanos;
 use crate::side::{PerSide, Side};
+use crate::stacks;
 
 /// What tcpstall concludes about one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -212,13 +213,14 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
                 .copied()
                 .filter(|e| e.holder == Some(holder))
                 .collect();
-            let delayer_path = connection.dirs[holder.other()].path();
+            let delayer = &connection.dirs[holder.other()];
             direction_diagnosis(
                 &held,
                 holder,
                 side_roles,
                 connection.endpoints,
-                delayer_path,
+                delayer.path(),
+                stacks::initial_ttl(delayer.highest_ttl),
             )
         })
         .collect();
@@ -318,6 +320,7 @@ fn direction_diagnosis(
     side_roles: PerSide<Role>,
     endpoints: PerSide<SocketAddr>,
     delayer_path: PathSide,
+    delayer_ttl: Option<u8>,
 ) -> Option<DirectionDiagnosis> {
     if held.is_empty() {
         return None;
@@ -358,6 +361,7 @@ fn direction_diagnosis(
         let shows = TimerShows {
             on_tick,
             first_data_held: held.iter().any(|e| e.ack_of_first_data),
+            initial_ttl: delayer_ttl,
         };
         DelayedAckProfile {
             role: side_roles[delayer],

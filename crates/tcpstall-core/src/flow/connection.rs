@@ -211,6 +211,7 @@ impl Connection {
         if segment.options.timestamps.is_some() {
             self.dirs[x].timestamps_seen = true;
         }
+        self.dirs[x].highest_ttl = self.dirs[x].highest_ttl.max(segment.ttl);
 
         let dir = &mut self.dirs[x];
         if !dir.started {

@@ -107,6 +107,7 @@ mod tests {
             window: 1000,
             payload_len: len,
             ip_id,
+            ttl: 64,
             options: TcpOptions {
                 timestamps: Some((tsval, 0)),
                 ..TcpOptions::default()

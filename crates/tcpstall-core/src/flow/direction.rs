@@ -52,6 +52,8 @@ pub struct Direction {
     pub syn_seen: bool,
     /// Timestamps seen on any segment of this side.
     pub timestamps_seen: bool,
+    /// The highest TTL (or hop limit) this side's packets came with.
+    pub highest_ttl: u8,
     pub(super) zero_window_in_gap: bool,
     pub(super) peer_spoke_since_data: bool,
     pub fin_seen: bool,

@@ -87,6 +87,7 @@ impl Wire {
             window: self.window,
             payload_len: len,
             ip_id: 0,
+            ttl: 64,
             options,
             tunnel: 0,
         };
