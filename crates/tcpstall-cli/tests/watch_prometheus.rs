@@ -170,7 +170,7 @@ fn scrape_the_stall_counter(
             "Prometheus's tcpstall_stalls_total: {last_value:?}, the program's slow round trips: {}",
             truth.expected()
         );
-        return Err(one_short(last_value, slow, &truth, last, why));
+        return Err(one_short(last_value, &truth, last, why));
     }
     // Every one of those stalls carries its holder's service (its cgroup: this test's,
     // which the workload inherits) as a label.
@@ -209,7 +209,7 @@ fn scrape_the_stall_counter(
         let why = format!(
             "Prometheus's tcpstall_nagle_holds_total: {last_holds:?}, the program's slow round trips: {slow}"
         );
-        return Err(one_short(last_holds, slow, &truth, last, why));
+        return Err(one_short(last_holds, &truth, last, why));
     }
     drop(watch);
     Ok(())
@@ -217,14 +217,8 @@ fn scrape_the_stall_counter(
 
 /// A count one short of the slow round trips, where none fell in the band and this is not
 /// the last run, is one kernel event lost (recorded again); any other miss is wrong.
-fn one_short(
-    value: Option<f64>,
-    slow: f64,
-    truth: &common::truth::Truth,
-    last: bool,
-    why: String,
-) -> Failed {
-    if !last && truth.between.is_empty() && value == Some(slow - 1.0) {
+fn one_short(value: Option<f64>, truth: &common::truth::Truth, last: bool, why: String) -> Failed {
+    if value.is_some_and(|v| v.fract() == 0.0 && truth.one_short(v as usize, last)) {
         Failed::Unclear(format!("one event lost: {why}"))
     } else {
         Failed::Wrong(why)
