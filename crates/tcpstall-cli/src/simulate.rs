@@ -24,7 +24,7 @@ use tcpstall_sim::{accuracy, profile};
 pub struct SimulateArgs {
     #[command(flatten)]
     workload: WorkloadArgs,
-    /// Stack of the client: linux, windows, macos, macos-legacy, freebsd, aix [default: linux]
+    /// Stack of the client: linux, windows, windows-xp, macos, macos-legacy, freebsd, aix [default: linux]
     #[arg(long, value_name = "STACK")]
     client: Option<String>,
     /// Stack of the server [default: linux]
@@ -527,6 +527,7 @@ fn profiles_text() -> String {
             ),
             ("ts_recent", p.ts_recent.describe().to_string()),
             ("ts_hz", format!("{} ticks a second", p.ts_hz)),
+            ("initial_ttl", format!("{}", p.initial_ttl)),
             ("initial_window", format!("{} segments", p.initial_window)),
             ("delayed_ack", p.delayed_ack.describe()),
             (

@@ -20,6 +20,13 @@ pub const FREEBSD_DELACKTIME: Nanos = 100 * MS;
 /// AIX's 200 ms is its fast timer's period (`no -o fasttimo`, which scans every
 /// connection for a pending delayed ACK): a tick, as classic BSD's.
 pub const WINDOWS_DELACK: Nanos = 200 * MS;
+/// Windows before Vista counts its delayed-ACK timer in ticks of a 100 ms clock
+/// (`TcpDelAckTicks`, "100-millisecond intervals", default 2, Microsoft KB 328890): the
+/// ACK goes on the second tick after the data, 100 to 200 ms later (public captures of
+/// Windows XP and Server 2003 hosts: 110 to 196 ms).
+pub const WINDOWS_XP_TICK: Nanos = 100 * MS;
+/// The ticks it counts, `TcpDelAckTicks`' default.
+pub const WINDOWS_XP_DELACK_TICKS: u32 = 2;
 /// The period of classic BSD's fast timer (`tcp_fasttimo`, PR_FASTHZ 5 a second), which
 /// sends every pending delayed ACK at its next tick: 0 to 200 ms after the data.
 pub const BSD_FAST_TICK: Nanos = 200 * MS;

@@ -148,7 +148,7 @@ fn zero_window_then_update_is_receiver_window() {
         window: 0,
         payload_len: 0,
         ip_id: 0,
-        ttl: 64,
+        ttl: 0,
         options: TcpOptions::default(),
         tunnel: 0,
     };
@@ -253,7 +253,7 @@ fn open_connections_stay_bounded_and_late_segments_are_counted() {
             window: 1000,
             payload_len: 0,
             ip_id: 0,
-            ttl: 64,
+            ttl: 0,
             options: TcpOptions::default(),
             tunnel: 0,
         };
@@ -369,7 +369,7 @@ fn client_ack_up_to(wire: &mut Wire, t: Nanos, acked: u32) {
         payload_len: 0,
         options: TcpOptions::default(),
         ip_id: 0,
-        ttl: 64,
+        ttl: 0,
         tunnel: 0,
     };
     wire.packet += 1;

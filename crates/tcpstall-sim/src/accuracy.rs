@@ -163,6 +163,11 @@ pub fn named_timer(profile: &StackProfile) -> Option<TimerGuess> {
         DelayedAckTimer::GlobalTick { period, ticks: 1 } if period == stacks::BSD_FAST_TICK => {
             Some(TimerGuess::PhasedTick200)
         }
+        DelayedAckTimer::GlobalTick { period, ticks }
+            if period == stacks::WINDOWS_XP_TICK && ticks == stacks::WINDOWS_XP_DELACK_TICKS =>
+        {
+            Some(TimerGuess::WindowsTicks)
+        }
         _ => None,
     }
 }
@@ -336,7 +341,7 @@ pub struct MatrixCell {
 pub const FAMILIES: &[(&str, &str)] = &[
     (
         "request-response",
-        "6 x 6 stacks x 8 patterns x RTT 0.05/1/20/100 ms x capture at client/server/tap",
+        "7 x 7 stacks x 8 patterns x RTT 0.05/1/20/100 ms x capture at client/server/tap",
     ),
     (
         "slow-reader",
@@ -408,7 +413,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ),
     (
         "delayer-stack",
-        "Linux, Windows, BSD-tick and macOS delayers over 20, 60 (+0-40) and 150 ms paths whose delay varies",
+        "Linux, Windows, Windows XP, BSD-tick and macOS delayers over 20, 60 (+0-40) and 150 ms paths whose delay varies",
     ),
     (
         "upstream-relay",
@@ -1031,10 +1036,10 @@ fn paced_bulk(cells: &mut Vec<CellSpec>) {
 
 fn delayer_stacks(cells: &mut Vec<CellSpec>) {
     // The delayer's timer read through a path whose delay varies per packet, from each
-    // capture point: Linux's 40 ms, Windows' 200 ms, a classic BSD tick (Mac OS X before
-    // 10.5) and macOS, delaying a client's request (two writes) or a server's response
+    // capture point: Linux's 40 ms, Windows' 200 ms, Windows XP's two 100 ms ticks, a
+    // classic BSD tick (Mac OS X before 10.5) and macOS, delaying a client's request (two writes) or a server's response
     // (headers and body apart), over 20 ms, 60 ms + 0 to 40 ms and 150 ms paths.
-    for delayer in ["linux", "windows", "macos-legacy", "macos"] {
+    for delayer in ["linux", "windows", "windows-xp", "macos-legacy", "macos"] {
         for pattern in ["two-writes", "http-keepalive"] {
             let (client, server) = if holder_is_server(pattern) {
                 (delayer, "linux")

@@ -106,7 +106,12 @@ fn stack_for(
         TimerGuess::Fixed200 => (
             "windows",
             None,
-            "its delayed ACKs: a fixed 200 ms timer (Windows; AIX ticks instead)".into(),
+            "its delayed ACKs: a fixed 200 ms timer (Windows)".into(),
+        ),
+        TimerGuess::WindowsTicks => (
+            "windows-xp",
+            None,
+            "its delayed ACKs: two 100 ms ticks (Windows before Vista)".into(),
         ),
         TimerGuess::PhasedTick200 if timestamps => (
             "macos-legacy",

@@ -212,6 +212,7 @@ pub fn all() -> Vec<StackProfile> {
     vec![
         linux(),
         windows(),
+        windows_xp(),
         macos(),
         macos_legacy(),
         freebsd(),
@@ -373,6 +374,46 @@ pub fn windows() -> StackProfile {
                 "RFC 1122 receiver and sender SWS avoidance, BSD-like persist bounds (unconfirmed)",
             ),
         ],
+    }
+}
+
+/// Windows XP and Server 2003: Windows' rules, but the delayed-ACK timer counts ticks of
+/// a 100 ms clock.
+pub fn windows_xp() -> StackProfile {
+    StackProfile {
+        name: "windows-xp",
+        description: "Windows XP and Server 2003",
+        initial_window: 2,
+        delayed_ack: DelayedAckTimer::GlobalTick {
+            period: stacks::WINDOWS_XP_TICK,
+            ticks: stacks::WINDOWS_XP_DELACK_TICKS,
+        },
+        sources: &[
+            (
+                "initial_ttl",
+                "DefaultTTL 128 (confirmed, Tcpip Parameters)",
+            ),
+            (
+                "nagle",
+                "classic Nagle, TCP_NODELAY to disable (confirmed, seed 001)",
+            ),
+            (
+                "timestamps",
+                "Tcp1323Opts: timestamps off by default (confirmed)",
+            ),
+            ("initial_window", "2 segments, RFC 2581 (likely)"),
+            (
+                "delayed_ack",
+                "TcpDelAckTicks=2 of 100-millisecond intervals, KB 328890: the second tick of a 100 ms clock, 100 to 200 ms (confirmed: 110 to 196 ms in public captures of XP and Server 2003 hosts)",
+            ),
+            ("ack_every_segments", "TcpAckFrequency=2 (confirmed)"),
+            ("min_rto", "as Windows 10 (unconfirmed)"),
+            (
+                "window_rules",
+                "RFC 1122 receiver and sender SWS avoidance, BSD-like persist bounds (unconfirmed)",
+            ),
+        ],
+        ..windows()
     }
 }
 

@@ -807,7 +807,8 @@ fn the_delayers_stack_is_named_through_a_varying_path() {
                 "{}: no stall read",
                 spec.label
             );
-            if spec.label.starts_with("linux ") || spec.label.starts_with("windows ") {
+            let per_connection = ["linux ", "windows ", "windows-xp "];
+            if per_connection.iter().any(|s| spec.label.starts_with(s)) {
                 wrong.extend(reasons(&cell, &spec.label, &["stack"]));
                 if cell.accuracy.stacks_named_right < cell.accuracy.stacks_read {
                     wrong.push(format!("{}: left open", spec.label));
@@ -873,7 +874,7 @@ fn a_tick_on_the_beat_of_a_200ms_timer_is_not_named_windows() {
 #[test]
 fn the_delayers_ttl_tells_windows_timer_from_a_tick_on_its_beat() {
     let beat = scored(|c| {
-        let stacks = ["windows", "macos", "macos-legacy", "aix"];
+        let stacks = ["windows", "windows-xp", "macos", "macos-legacy", "aix"];
         c.family == "request-response"
             && [0.05, 100.0].contains(&c.file.link.rtt_ms)
             && stacks.contains(&c.file.client.stack.as_str())

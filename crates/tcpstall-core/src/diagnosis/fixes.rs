@@ -239,8 +239,20 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
         })
     };
     let quickack = {
-        let (action, note) = match d.delayed_ack.as_ref().map(|p| p.reading.timer) {
-            Some(TimerGuess::Fixed200) => (
+        // Windows' switch serves whichever of its timers the delays fit.
+        let windows_timer =
+            |t: &TimerGuess| matches!(t, TimerGuess::Fixed200 | TimerGuess::WindowsTicks);
+        let timer = d.delayed_ack.as_ref().map(|p| match p.reading.timer {
+            TimerGuess::Other
+                if !p.reading.could_be.is_empty()
+                    && p.reading.could_be.iter().all(windows_timer) =>
+            {
+                TimerGuess::Fixed200
+            }
+            timer => timer,
+        });
+        let (action, note) = match timer {
+            Some(TimerGuess::Fixed200 | TimerGuess::WindowsTicks) => (
                 "acknowledge at once: TcpAckFrequency=1 (Windows)",
                 "host-wide; more ACK packets",
             ),

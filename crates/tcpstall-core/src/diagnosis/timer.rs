@@ -66,6 +66,9 @@ pub enum TimerGuess {
     FreeBsd100,
     /// 200 ms per connection: Windows (TcpDelAckTicks = 2).
     Fixed200,
+    /// 100 to 200 ms: Windows before Vista, two ticks of a 100 ms clock (the delay
+    /// depends on their phase).
+    WindowsTicks,
     /// 0 to 200 ms: a global 200 ms tick as in classic BSD (delay depends on phase).
     PhasedTick200,
     /// None of the known defaults.
@@ -78,6 +81,7 @@ impl TimerGuess {
             TimerGuess::Linux40 => "40ms",
             TimerGuess::FreeBsd100 => "100ms",
             TimerGuess::Fixed200 => "200ms",
+            TimerGuess::WindowsTicks => "100-200ms-ticks",
             TimerGuess::PhasedTick200 => "0-200ms-tick",
             TimerGuess::Other => "other",
         }
@@ -88,6 +92,7 @@ impl TimerGuess {
             TimerGuess::Linux40 => &["Linux"],
             TimerGuess::FreeBsd100 => &["FreeBSD"],
             TimerGuess::Fixed200 => &["Windows"],
+            TimerGuess::WindowsTicks => &["Windows XP", "Windows Server 2003"],
             TimerGuess::PhasedTick200 => &["classic BSD", "AIX", "macOS before 10.5"],
             TimerGuess::Other => &[],
         }
@@ -98,6 +103,9 @@ impl TimerGuess {
             TimerGuess::Linux40 => "Linux (TCP_DELACK_MIN 40 ms)",
             TimerGuess::FreeBsd100 => "FreeBSD (delacktime 100 ms)",
             TimerGuess::Fixed200 => "Windows (200 ms timer)",
+            TimerGuess::WindowsTicks => {
+                "Windows before Vista (two 100 ms ticks, TcpDelAckTicks 2: 100 to 200 ms)"
+            }
             TimerGuess::PhasedTick200 => "a classic BSD 200 ms tick (delay depends on its phase)",
             TimerGuess::Other => "no known stack default",
         }
@@ -143,17 +151,17 @@ const LATE_SLACK: Nanos = 4 * MS;
 /// each one where it fell by coincidence (the one-in-twenty of a statistical test).
 const COINCIDENCE: f64 = 0.05;
 
-/// The chance that a 200 ms tick met at phases the data's arrivals set (each uniform over
-/// the tick's period, `tcp_fasttimo`) puts each delay within its range at the delayer.
-/// A per-connection timer puts them all alike; a tick rarely puts several, or one within
+/// The chance that a timer whose delay its phase sets, anywhere from `first` to `last`
+/// (a 200 ms tick: 0 to 200 ms, `tcp_fasttimo`), met at phases the data's arrivals set
+/// (each uniform over its spread), puts each delay within its range at the delayer. A
+/// per-connection timer puts them all alike; a phase rarely puts several, or one within
 /// a narrow range, just there.
-fn tick_chance(ranges: &[(Nanos, Nanos)]) -> f64 {
-    let period = stacks::BSD_FAST_TICK;
+fn phase_chance(ranges: &[(Nanos, Nanos)], (first, last): (Nanos, Nanos)) -> f64 {
     ranges
         .iter()
         .map(|&(low, high)| {
-            let within = (high + EARLY_SLACK).min(period) - (low - LATE_SLACK).max(0);
-            within.clamp(0, period) as f64 / period as f64
+            let within = (high + EARLY_SLACK).min(last) - (low - LATE_SLACK).max(first);
+            within.clamp(0, last - first) as f64 / (last - first) as f64
         })
         .product()
 }
@@ -198,7 +206,7 @@ fn fixed_timer_window(timer: TimerGuess) -> Option<(Nanos, Nanos)> {
             stacks::WINDOWS_DELACK - 16 * MS,
             stacks::WINDOWS_DELACK + 30 * MS,
         )),
-        TimerGuess::PhasedTick200 | TimerGuess::Other => None,
+        TimerGuess::WindowsTicks | TimerGuess::PhasedTick200 | TimerGuess::Other => None,
     }
 }
 
@@ -272,23 +280,45 @@ pub fn read_timer_on(
     // period, or (data on a steady clock of its own) one delay that no stack's timer
     // explains. Where a per-connection timer fits too, the tick is ruled out only when
     // its phases would have put every delay where the timer did by chance.
-    let within_tick = fits((0, stacks::BSD_FAST_TICK + ONE_TIMER_SPREAD));
-    let tick_by_chance = tick_chance(ranges) >= COINCIDENCE;
-    let tick_missing = !candidates.contains(&TimerGuess::PhasedTick200);
-    if within_tick && tick_missing && (disagree || candidates.is_empty() || tick_by_chance) {
-        candidates.push(TimerGuess::PhasedTick200);
+    // Windows before Vista sends a delayed ACK on the second tick of its 100 ms clock
+    // after the data: a delay anywhere from 100 to 200 ms, as its phase sets it. Where
+    // every delay falls there, a 200 ms tick's phases could have put them there as well.
+    // Where a per-connection timer fits too, the phase timers are ruled out as the tick
+    // is (below).
+    let ticks = stacks::WINDOWS_XP_DELACK_TICKS as Nanos;
+    let windows_ticks = (
+        stacks::WINDOWS_XP_TICK * (ticks - 1),
+        stacks::WINDOWS_XP_TICK * ticks,
+    );
+    let windows_ticks_by_chance = phase_chance(ranges, windows_ticks) >= COINCIDENCE;
+    let none_per_connection = candidates.is_empty();
+    if fits(windows_ticks) && (disagree || none_per_connection || windows_ticks_by_chance) {
+        candidates.push(TimerGuess::WindowsTicks);
     }
     // The TTL the delayer's packets left with tells Windows (128) from the stacks whose
-    // packets leave with 64; where the delays fit timers of both, the other kind's are
-    // ruled out.
-    match shows.initial_ttl {
-        Some(stacks::WINDOWS_TTL) if candidates.contains(&TimerGuess::Fixed200) => {
-            candidates = vec![TimerGuess::Fixed200];
+    // packets leave with 64 (the tick's among them): where the delays fit a Windows
+    // timer, a host that sent with 128 is Windows; one that sent with 64 is not.
+    let windows = |t: &TimerGuess| matches!(t, TimerGuess::Fixed200 | TimerGuess::WindowsTicks);
+    let windows_shown = match shows.initial_ttl {
+        Some(stacks::WINDOWS_TTL) if candidates.iter().any(windows) => {
+            candidates.retain(windows);
+            true
         }
-        Some(stacks::UNIX_TTL) if candidates.len() > 1 => {
-            candidates.retain(|&t| t != TimerGuess::Fixed200);
+        Some(stacks::UNIX_TTL) => {
+            candidates.retain(|t| !windows(t));
+            false
         }
-        _ => {}
+        _ => false,
+    };
+    let within_tick = fits((0, stacks::BSD_FAST_TICK + ONE_TIMER_SPREAD));
+    let tick_by_chance = phase_chance(ranges, (0, stacks::BSD_FAST_TICK)) >= COINCIDENCE;
+    let tick_missing = !candidates.contains(&TimerGuess::PhasedTick200);
+    if within_tick
+        && tick_missing
+        && !windows_shown
+        && (disagree || none_per_connection || candidates.is_empty() || tick_by_chance)
+    {
+        candidates.push(TimerGuess::PhasedTick200);
     }
     let at_delayer = if disagree {
         (least, most)
@@ -408,13 +438,18 @@ mod tests {
     #[test]
     fn one_delay_a_tick_could_give_as_often_as_not_names_no_timer_alone() {
         // One ACK 132 ms late behind a queue that leaves the timer anywhere from 132 to
-        // 461 ms at the delayer: Windows' 200 ms timer fits, and a tick's phase puts a
-        // delay there four times in ten.
+        // 461 ms at the delayer: Windows' 200 ms timer fits, and so do the phases of
+        // Windows XP's two 100 ms ticks and of a 200 ms tick, which put a delay there
+        // seven and four times in ten.
         let reading = read_timer(&ms(&[132]), &[(132 * MS, 461 * MS)]);
         assert_eq!(reading.timer, TimerGuess::Other);
         assert_eq!(
             reading.could_be,
-            vec![TimerGuess::Fixed200, TimerGuess::PhasedTick200]
+            vec![
+                TimerGuess::Fixed200,
+                TimerGuess::WindowsTicks,
+                TimerGuess::PhasedTick200
+            ]
         );
         // Known within a few milliseconds, a tick would fall there one time in thirty.
         let narrow = read_timer(&ms(&[41]), &[(40 * MS, 41 * MS)]);
@@ -526,6 +561,44 @@ mod tests {
         let acks = ms(&[1_000, 1_230, 1_461, 1_690]);
         assert!(!left_on_a_tick(&acks, 2 * MS));
         assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Fixed200);
+    }
+
+    #[test]
+    fn delays_over_two_100ms_ticks_are_windows_before_vista_where_its_ttl_says_windows() {
+        // A Windows XP client's ACKs, 110 to 130 ms late: its timer counts two ticks of a
+        // 100 ms clock. A 200 ms tick gives such delays too, and only the TTL its packets
+        // left with tells the two apart.
+        let (delays, ranges) = through_path(&[110, 130, 120], 0);
+        let with_ttl = |initial_ttl| {
+            read_timer_on(
+                &delays,
+                &ranges,
+                TimerShows {
+                    initial_ttl,
+                    ..TimerShows::default()
+                },
+            )
+        };
+        assert_eq!(with_ttl(Some(128)).timer, TimerGuess::WindowsTicks);
+        let tick = with_ttl(Some(64));
+        assert_eq!(tick.timer, TimerGuess::Other);
+        assert_eq!(tick.could_be, vec![TimerGuess::PhasedTick200]);
+        let unknown = with_ttl(None);
+        assert_eq!(
+            unknown.could_be,
+            vec![TimerGuess::WindowsTicks, TimerGuess::PhasedTick200]
+        );
+        // Delays below 100 ms are no Windows timer's, whatever the TTL.
+        let (delays, ranges) = through_path(&[30, 90, 150], 0);
+        let reading = read_timer_on(
+            &delays,
+            &ranges,
+            TimerShows {
+                initial_ttl: Some(128),
+                ..TimerShows::default()
+            },
+        );
+        assert_eq!(reading.timer, TimerGuess::PhasedTick200);
     }
 
     #[test]

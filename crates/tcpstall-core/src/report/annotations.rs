@@ -159,6 +159,7 @@ fn timer_of(c: &ConnectionDiagnosis, e: &StallEvent) -> String {
         TimerGuess::Linux40 => format!("{stacks} 40 ms"),
         TimerGuess::FreeBsd100 => format!("{stacks} 100 ms"),
         TimerGuess::Fixed200 => format!("{stacks} 200 ms"),
+        TimerGuess::WindowsTicks => format!("{stacks} 100 to 200 ms"),
         TimerGuess::PhasedTick200 => format!("a 200 ms tick: {stacks}"),
         TimerGuess::Other => profile.reading.describe(),
     }

@@ -87,7 +87,7 @@ impl Wire {
             window: self.window,
             payload_len: len,
             ip_id: 0,
-            ttl: 64,
+            ttl: 0,
             options,
             tunnel: 0,
         };
