@@ -710,7 +710,7 @@ fn accuracy_matrix(args: &SimulateArgs) -> Fallible<String> {
 }
 
 /// Per capture point: the share of stalled directions whose delayer's stack `analyze`
-/// named right (counting the stacks it names: Linux, FreeBSD, Windows/AIX, a BSD tick).
+/// named right (counting the stacks it names: Linux, FreeBSD, Windows, a BSD tick).
 fn stacks_named_text(cells: &[accuracy::MatrixCell]) -> String {
     let mut out = String::from("delayer's stack named right in stalled directions:");
     for capture in ["client", "server", "tap"] {

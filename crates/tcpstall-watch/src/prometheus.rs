@@ -21,7 +21,7 @@ use crate::stall::Stall;
 use crate::summary::FixPhase;
 
 /// Upper bounds of the stall-duration histogram, seconds: around the delayed-ACK timers
-/// of Linux (40 ms), FreeBSD (100 ms) and Windows/AIX (200 ms).
+/// of Linux (40 ms), FreeBSD (100 ms) and Windows (200 ms).
 pub const DURATION_BUCKETS: [f64; 10] = [0.005, 0.01, 0.02, 0.04, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0];
 /// Default bound on label sets.
 pub const DEFAULT_MAX_SERIES: usize = 500;
