@@ -43,13 +43,20 @@ impl TimerReading {
             ),
             (named, _) => format!("{} (timer {timer} at the delayer)", named.describe()),
         };
-        if self.linux_ruled_out {
+        let reading = if self.linux_ruled_out {
             format!(
                 "{reading}; not Linux, which acknowledges the first data of a connection it \
                  accepted at once"
             )
         } else {
             reading
+        };
+        match self.ttl_ruled_out {
+            Some(stacks::WINDOWS_TTL) => {
+                format!("{reading}; its packets left with TTL 128, as Windows' do")
+            }
+            Some(ttl) => format!("{reading}; its packets left with TTL {ttl}, as Windows' do not"),
+            None => reading,
         }
     }
 }
@@ -135,6 +142,9 @@ pub struct TimerReading {
     pub could_be: Vec<TimerGuess>,
     /// The delays fit Linux's timer, which the first acknowledgment it held rules out.
     pub linux_ruled_out: bool,
+    /// The TTL the delayer's packets left with, where it ruled out a timer the delays
+    /// fit (128: the others than Windows'; 64: Windows').
+    pub ttl_ruled_out: Option<u8>,
 }
 
 const MS: Nanos = NANOS_PER_MILLI;
@@ -299,6 +309,7 @@ pub fn read_timer_on(
     // packets leave with 64 (the tick's among them): where the delays fit a Windows
     // timer, a host that sent with 128 is Windows; one that sent with 64 is not.
     let windows = |t: &TimerGuess| matches!(t, TimerGuess::Fixed200 | TimerGuess::WindowsTicks);
+    let fitting = candidates.len();
     let windows_shown = match shows.initial_ttl {
         Some(stacks::WINDOWS_TTL) if candidates.iter().any(windows) => {
             candidates.retain(windows);
@@ -313,11 +324,13 @@ pub fn read_timer_on(
     let within_tick = fits((0, stacks::BSD_FAST_TICK + ONE_TIMER_SPREAD));
     let tick_by_chance = phase_chance(ranges, (0, stacks::BSD_FAST_TICK)) >= COINCIDENCE;
     let tick_missing = !candidates.contains(&TimerGuess::PhasedTick200);
-    if within_tick
+    let tick_fits = within_tick
         && tick_missing
-        && !windows_shown
-        && (disagree || none_per_connection || candidates.is_empty() || tick_by_chance)
-    {
+        && (disagree || none_per_connection || candidates.is_empty() || tick_by_chance);
+    let ttl_ruled_out = (candidates.len() < fitting || windows_shown && tick_fits)
+        .then_some(shows.initial_ttl)
+        .flatten();
+    if tick_fits && !windows_shown {
         candidates.push(TimerGuess::PhasedTick200);
     }
     let at_delayer = if disagree {
@@ -343,6 +356,7 @@ pub fn read_timer_on(
         at_delayer,
         could_be,
         linux_ruled_out,
+        ttl_ruled_out,
     }
 }
 
@@ -579,11 +593,20 @@ mod tests {
                 },
             )
         };
-        assert_eq!(with_ttl(Some(128)).timer, TimerGuess::WindowsTicks);
+        let windows = with_ttl(Some(128));
+        assert_eq!(windows.timer, TimerGuess::WindowsTicks);
+        assert_eq!(windows.ttl_ruled_out, Some(128));
+        assert!(
+            windows
+                .describe()
+                .ends_with("left with TTL 128, as Windows' do")
+        );
         let tick = with_ttl(Some(64));
         assert_eq!(tick.timer, TimerGuess::Other);
         assert_eq!(tick.could_be, vec![TimerGuess::PhasedTick200]);
+        assert_eq!(tick.ttl_ruled_out, Some(64));
         let unknown = with_ttl(None);
+        assert_eq!(unknown.ttl_ruled_out, None);
         assert_eq!(
             unknown.could_be,
             vec![TimerGuess::WindowsTicks, TimerGuess::PhasedTick200]
@@ -633,5 +656,6 @@ mod tests {
             },
         );
         assert_eq!(linux.timer, TimerGuess::Linux40);
+        assert_eq!(linux.ttl_ruled_out, None, "the TTL ruled nothing out");
     }
 }

@@ -191,6 +191,8 @@ pub struct JsonDelayedAck {
     pub could_be: Vec<&'static str>,
     /// The delays fit Linux's timer, which the first acknowledgment it held rules out.
     pub linux_ruled_out: bool,
+    /// The TTL the delayer's packets left with, where it ruled out a timer the delays fit.
+    pub ttl_ruled_out: Option<u8>,
 }
 
 #[derive(Serialize)]
@@ -448,6 +450,7 @@ fn delayed_ack(p: &crate::diagnosis::DelayedAckProfile) -> JsonDelayedAck {
         at_delayer: [secs(p.reading.at_delayer.0), secs(p.reading.at_delayer.1)],
         could_be: p.reading.could_be.iter().map(|t| t.name()).collect(),
         linux_ruled_out: p.reading.linux_ruled_out,
+        ttl_ruled_out: p.reading.ttl_ruled_out,
     }
 }
 
