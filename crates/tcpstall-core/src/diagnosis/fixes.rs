@@ -240,19 +240,15 @@ pub(super) fn rank_fixes(d: &DirectionDiagnosis) -> Vec<Fix> {
     };
     let quickack = {
         // Windows' switch serves whichever of its timers the delays fit.
-        let windows_timer =
-            |t: &TimerGuess| matches!(t, TimerGuess::Fixed200 | TimerGuess::WindowsTicks);
-        let timer = d.delayed_ack.as_ref().map(|p| match p.reading.timer {
-            TimerGuess::Other
-                if !p.reading.could_be.is_empty()
-                    && p.reading.could_be.iter().all(windows_timer) =>
-            {
-                TimerGuess::Fixed200
-            }
-            timer => timer,
+        let windows = d.delayed_ack.as_ref().is_some_and(|p| {
+            p.reading.timer.is_windows()
+                || p.reading.timer == TimerGuess::Other
+                    && !p.reading.could_be.is_empty()
+                    && p.reading.could_be.iter().all(|t| t.is_windows())
         });
+        let timer = d.delayed_ack.as_ref().map(|p| p.reading.timer);
         let (action, note) = match timer {
-            Some(TimerGuess::Fixed200 | TimerGuess::WindowsTicks) => (
+            _ if windows => (
                 "acknowledge at once: TcpAckFrequency=1 (Windows)",
                 "host-wide; more ACK packets",
             ),

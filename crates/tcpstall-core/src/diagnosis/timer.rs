@@ -105,6 +105,11 @@ impl TimerGuess {
         }
     }
 
+    /// One of Windows' timers (its packets leave with TTL 128).
+    pub fn is_windows(self) -> bool {
+        matches!(self, TimerGuess::Fixed200 | TimerGuess::WindowsTicks)
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             TimerGuess::Linux40 => "Linux (TCP_DELACK_MIN 40 ms)",
@@ -286,15 +291,10 @@ pub fn read_timer_on(
     if on_tick && candidates == [TimerGuess::Fixed200] {
         candidates.push(TimerGuess::PhasedTick200);
     }
-    // A tick fires at a phase the data's arrival sets: delays anywhere within its
-    // period, or (data on a steady clock of its own) one delay that no stack's timer
-    // explains. Where a per-connection timer fits too, the tick is ruled out only when
-    // its phases would have put every delay where the timer did by chance.
     // Windows before Vista sends a delayed ACK on the second tick of its 100 ms clock
     // after the data: a delay anywhere from 100 to 200 ms, as its phase sets it. Where
     // every delay falls there, a 200 ms tick's phases could have put them there as well.
-    // Where a per-connection timer fits too, the phase timers are ruled out as the tick
-    // is (below).
+    // Where a per-connection timer fits too, it is ruled out as the tick is (below).
     let ticks = stacks::WINDOWS_XP_DELACK_TICKS as Nanos;
     let windows_ticks = (
         stacks::WINDOWS_XP_TICK * (ticks - 1),
@@ -308,19 +308,22 @@ pub fn read_timer_on(
     // The TTL the delayer's packets left with tells Windows (128) from the stacks whose
     // packets leave with 64 (the tick's among them): where the delays fit a Windows
     // timer, a host that sent with 128 is Windows; one that sent with 64 is not.
-    let windows = |t: &TimerGuess| matches!(t, TimerGuess::Fixed200 | TimerGuess::WindowsTicks);
     let fitting = candidates.len();
     let windows_shown = match shows.initial_ttl {
-        Some(stacks::WINDOWS_TTL) if candidates.iter().any(windows) => {
-            candidates.retain(windows);
+        Some(stacks::WINDOWS_TTL) if candidates.iter().any(|t| t.is_windows()) => {
+            candidates.retain(|t| t.is_windows());
             true
         }
         Some(stacks::UNIX_TTL) => {
-            candidates.retain(|t| !windows(t));
+            candidates.retain(|t| !t.is_windows());
             false
         }
         _ => false,
     };
+    // A tick fires at a phase the data's arrival sets: delays anywhere within its
+    // period, or (data on a steady clock of its own) one delay that no stack's timer
+    // explains. Where a per-connection timer fits too, the tick is ruled out only when
+    // its phases would have put every delay where the timer did by chance.
     let within_tick = fits((0, stacks::BSD_FAST_TICK + ONE_TIMER_SPREAD));
     let tick_by_chance = phase_chance(ranges, (0, stacks::BSD_FAST_TICK)) >= COINCIDENCE;
     let tick_missing = !candidates.contains(&TimerGuess::PhasedTick200);
@@ -577,22 +580,29 @@ mod tests {
         assert_eq!(read_timer(&delays, &ranges).timer, TimerGuess::Fixed200);
     }
 
+    /// Reads the delays of a delayer whose packets left with `initial_ttl`.
+    fn read_with_ttl(
+        delays: &[Nanos],
+        ranges: &[(Nanos, Nanos)],
+        initial_ttl: Option<u8>,
+    ) -> TimerReading {
+        read_timer_on(
+            delays,
+            ranges,
+            TimerShows {
+                initial_ttl,
+                ..TimerShows::default()
+            },
+        )
+    }
+
     #[test]
     fn delays_over_two_100ms_ticks_are_windows_before_vista_where_its_ttl_says_windows() {
         // A Windows XP client's ACKs, 110 to 130 ms late: its timer counts two ticks of a
         // 100 ms clock. A 200 ms tick gives such delays too, and only the TTL its packets
         // left with tells the two apart.
         let (delays, ranges) = through_path(&[110, 130, 120], 0);
-        let with_ttl = |initial_ttl| {
-            read_timer_on(
-                &delays,
-                &ranges,
-                TimerShows {
-                    initial_ttl,
-                    ..TimerShows::default()
-                },
-            )
-        };
+        let with_ttl = |initial_ttl| read_with_ttl(&delays, &ranges, initial_ttl);
         let windows = with_ttl(Some(128));
         assert_eq!(windows.timer, TimerGuess::WindowsTicks);
         assert_eq!(windows.ttl_ruled_out, Some(128));
@@ -613,14 +623,7 @@ mod tests {
         );
         // Delays below 100 ms are no Windows timer's, whatever the TTL.
         let (delays, ranges) = through_path(&[30, 90, 150], 0);
-        let reading = read_timer_on(
-            &delays,
-            &ranges,
-            TimerShows {
-                initial_ttl: Some(128),
-                ..TimerShows::default()
-            },
-        );
+        let reading = read_with_ttl(&delays, &ranges, Some(128));
         assert_eq!(reading.timer, TimerGuess::PhasedTick200);
     }
 
@@ -647,14 +650,7 @@ mod tests {
         assert_eq!(tick.could_be, vec![TimerGuess::PhasedTick200]);
         // A TTL says nothing against the only timer the delays fit.
         let (delays, ranges) = through_path(&[41, 43, 42], 0);
-        let linux = read_timer_on(
-            &delays,
-            &ranges,
-            TimerShows {
-                initial_ttl: Some(128),
-                ..TimerShows::default()
-            },
-        );
+        let linux = read_with_ttl(&delays, &ranges, Some(128));
         assert_eq!(linux.timer, TimerGuess::Linux40);
         assert_eq!(linux.ttl_ruled_out, None, "the TTL ruled nothing out");
     }
