@@ -1013,7 +1013,7 @@ fn paced_bulk(cells: &mut Vec<CellSpec>) {
     // A response of full-sized segments through a bottleneck of tens of kbit/s on a
     // long path: the link spaces the segments by their crossing, and the receiver
     // delays the ACK of each lone one.
-    for client in ["windows", "linux"] {
+    for client in ["windows", "windows-xp", "linux"] {
         for bps in [64e3, 100e3] {
             for rtt in [300.0, 500.0] {
                 at_each_capture(

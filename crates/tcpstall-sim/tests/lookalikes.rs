@@ -917,6 +917,14 @@ fn writes_a_steady_delayed_ack_releases_are_not_the_senders_own_clock() {
 }
 
 #[test]
+fn full_segments_a_slow_link_spaces_are_not_stalled() {
+    // Windows', Windows XP's and Linux's timers delaying each lone segment's ACK behind a
+    // 64 to 100 kbit/s link: the link, not those timers, spaces the data, and an ACK sent
+    // on a timer between two arrivals is no measure of the link's pace.
+    assert_no_false_stall_in_runs("paced-bulk", 30);
+}
+
+#[test]
 fn a_relay_writing_as_its_upstream_delivers_is_not_stalled() {
     // Its writes follow the upstream's arrivals, not the client's ACKs: no stall of any
     // kind where the truth has none, from every capture point.

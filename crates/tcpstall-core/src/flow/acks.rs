@@ -38,6 +38,9 @@ impl AckRecord {
     /// It came as soon after the previous ACK as the path delivers the segments it
     /// acknowledged, which were already in flight when that ACK came.
     const PACED: u8 = 8;
+    /// It acknowledged two full segments or more: sent as the second arrived (RFC 1122
+    /// 4.2.3.2), not on a timer.
+    const COVERS_TWO: u8 = 16;
 
     fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
@@ -125,9 +128,15 @@ impl AckHistory {
             flags |= AckRecord::PACED;
         }
         // RFC 1122 4.2.3.2: an ACK for two full segments is sent at once, so its spacing
-        // from the previous ACK is the path's delivery of them.
+        // from the previous ACK, where that one too left as data arrived (not on a timer,
+        // which fires between arrivals), is the path's delivery of them.
         let covers_two = covers_two_full_segments(ack.newly_acked, full_size);
-        if queued && covers_two {
+        if covers_two {
+            flags |= AckRecord::COVERS_TWO;
+        }
+        let previous_on_arrival =
+            previous.has(AckRecord::PROMPT) || previous.has(AckRecord::COVERS_TWO);
+        if queued && covers_two && previous_on_arrival {
             self.delivery_per_segment = (interval / Nanos::from(ack.segments)).max(1);
             if self.least_delivery_per_segment == 0
                 || self.delivery_per_segment < self.least_delivery_per_segment
@@ -337,6 +346,18 @@ mod tests {
         history.observe(pure(126 * MS, 8 * MS, 2), 1448, 90 * MS);
         history.observe(pure(127 * MS, 9 * MS, 1), 1448, 90 * MS);
         assert_eq!(history.least_delivery_per_segment(), Some(6 * MS));
+    }
+
+    #[test]
+    fn an_ack_after_a_timers_says_nothing_of_the_delivery() {
+        // A 64 kbit/s link delivers a full segment every 189 ms to a receiver whose
+        // 100 ms tick acknowledges the lone one: the timer fires between arrivals, so
+        // the ACK for the next two, sent as the second arrives, is not two deliveries
+        // after it.
+        let mut history = AckHistory::default();
+        history.observe(pure(400 * MS, 0, 1), 1448, 250 * MS);
+        history.observe(pure(597 * MS, MS, 2), 1448, 250 * MS);
+        assert_eq!(history.least_delivery_per_segment(), None);
     }
 
     #[test]
