@@ -45,6 +45,25 @@ pub struct PathSide {
     pub reply_spread: Nanos,
     /// Whether any reply was measured (else `reply_spread` says nothing).
     pub replies_seen: bool,
+    /// How many path-alone round trips came less than [`SPREAD_CEILING`] above the
+    /// floor, and how many of them the capture's clock read as zero.
+    pub untimed_samples: u32,
+    pub zero_samples: u32,
+}
+
+impl PathSide {
+    /// How far the least round trip may lie above what a clock stepping every `step` read
+    /// for it: up to one step, since each stamp is off by less than one. Where every
+    /// path-alone round trip read zero, less: a round trip `r` under one step reads zero
+    /// with chance `1 - r/step` (the clock's phase is uniform), so after `n` zeros it is
+    /// at most `1 - 0.05^(1/n)` of a step, at 95% confidence.
+    pub fn least_uncertainty(&self, step: Nanos) -> Nanos {
+        if self.least > 0 || self.untimed_samples == 0 || self.zero_samples < self.untimed_samples {
+            return step;
+        }
+        let share = 1.0 - 0.05f64.powf(1.0 / f64::from(self.untimed_samples));
+        (step as f64 * share).ceil() as Nanos
+    }
 }
 
 /// Per side: the round-trip samples, kept as the least and the largest untimed one, of
@@ -63,6 +82,9 @@ pub struct RoundTrips {
     /// least at the time it came (0: none).
     least_reply: Nanos,
     largest_reply: Nanos,
+    /// Path-alone samples within [`SPREAD_CEILING`] of the floor, and those of zero.
+    untimed_samples: u32,
+    zero_samples: u32,
 }
 
 impl RoundTrips {
@@ -86,6 +108,8 @@ impl RoundTrips {
             self.floor = Some(floor);
             if sample - floor < SPREAD_CEILING {
                 self.largest_untimed = self.largest_untimed.max(sample);
+                self.untimed_samples = self.untimed_samples.saturating_add(1);
+                self.zero_samples = self.zero_samples.saturating_add(u32::from(sample == 0));
                 self.smooth(sample);
             }
         }
@@ -124,6 +148,8 @@ impl RoundTrips {
             spread: self.variation,
             reply_spread: (self.largest_reply - self.least_reply).clamp(0, SPREAD_CEILING),
             replies_seen: self.least_reply > 0,
+            untimed_samples: self.untimed_samples,
+            zero_samples: self.zero_samples,
         }
     }
 }
@@ -204,6 +230,30 @@ mod tests {
         assert_eq!(side.reply_spread, 9 * MS);
         assert_eq!(side.measured_spread, 0);
         assert_eq!(RoundTrips::default().side().reply_spread, 0);
+    }
+
+    #[test]
+    fn a_path_every_tick_read_as_zero_hides_less_than_a_step() {
+        let step = 10 * MS;
+        // A path the 10 ms clock never saw take a tick, 20 times: at most 14% of a step.
+        let mut zeros = RoundTrips::default();
+        for _ in 0..20 {
+            zeros.record(0, true);
+        }
+        let hidden = zeros.side().least_uncertainty(step);
+        assert!(hidden > MS && hidden < 15 * MS / 10, "{hidden}");
+        // Once: it may hide most of a step.
+        let mut once = RoundTrips::default();
+        once.record(0, true);
+        assert_eq!(once.side().least_uncertainty(step), 95 * step / 100);
+        // One sample across a tick: the round trip is somewhere under a step, any of it.
+        zeros.record(step, true);
+        assert_eq!(zeros.side().least_uncertainty(step), step);
+        // A path the clock read as a tick or more: a whole step, as ever.
+        let mut ticks = RoundTrips::default();
+        ticks.record(step, true);
+        assert_eq!(ticks.side().least_uncertainty(step), step);
+        assert_eq!(RoundTrips::default().side().least_uncertainty(step), step);
     }
 
     #[test]

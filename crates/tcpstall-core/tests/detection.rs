@@ -480,3 +480,42 @@ fn data_that_cannot_have_arrived_does_not_split_the_write_it_crosses() {
     assert_eq!(stalls.len(), 1, "{:#?}", d.events);
     assert_eq!(d.role_of_side(stalls[0].sender), Role::Server);
 }
+
+/// Seen on the client's host by a clock stepping every 10 ms, its LAN server sending two
+/// full segments that the client acknowledges in the same tick, 20 times: the clock never
+/// saw the path take a tick. The client writes each request in two pieces; the server's
+/// timer holds the ACK of the first 130 ms, and the second leaves `ticks` ticks after it.
+fn pieces_ticks_after_the_ack(ticks: Nanos) -> usize {
+    let tick = 10 * MS;
+    let mut wire = Wire::new(1000, 5000);
+    wire.timestamps = false;
+    let mut t = wire.handshake(0, 0, 0) + tick;
+    for _ in 0..20 {
+        wire.data(false, t, 1460);
+        wire.data(false, t, 1460);
+        wire.ack(true, t);
+        t += 10 * tick;
+    }
+    for _ in 0..6 {
+        wire.data(true, t, 100);
+        let ack = t + 13 * tick;
+        wire.ack(false, ack);
+        wire.data(true, ack + ticks * tick, 200);
+        wire.data(false, ack + (ticks + 1) * tick, 300);
+        t = ack + 50 * tick;
+    }
+    let d = wire.only();
+    d.events
+        .iter()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .count()
+}
+
+/// A segment an ACK released leaves within microseconds of it: in the same tick, or the
+/// next where the tick turned in between; two ticks later it was not waiting for it.
+#[test]
+fn a_coarse_clock_times_a_release_to_within_one_tick_where_the_path_is_under_one() {
+    assert_eq!(pieces_ticks_after_the_ack(0), 6);
+    assert_eq!(pieces_ticks_after_the_ack(1), 6);
+    assert_eq!(pieces_ticks_after_the_ack(2), 0);
+}

@@ -160,7 +160,7 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
 /// further: a handshake, often the one path-alone sample, may have met a queue the later
 /// path did not), or by what a host's answer to an ACK and to data may differ, is that,
 /// not a release before the ACK.
-fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
+pub fn sooner_than_a_round_trip(ctx: &GapContext, reaction: Nanos) -> bool {
     let path = &ctx.path[ctx.sender];
     let timing = 2 * ctx.clock_step;
     // Every round trip, a reply's too, is the path's least plus something (a segment
@@ -209,12 +209,14 @@ pub fn link_busy(ctx: &GapContext) -> ControlFlow<Verdict> {
 
 /// The latest a reaction counts as on time: the least round trip from the capture point
 /// to the sender, the spread allowed to its round trips, the host's turnaround, and the
-/// capture clock's step.
+/// capture clock's steps: one for the reaction's own two stamps, and what the least round
+/// trip may hide under its stamps ([`least_uncertainty`](crate::path::PathSide::least_uncertainty)).
 fn on_time_limit(ctx: &GapContext, spread: Nanos) -> Nanos {
-    ctx.path[ctx.sender]
-        .least
+    let path = &ctx.path[ctx.sender];
+    path.least
         .saturating_add(spread)
-        .saturating_add(HOST_TURNAROUND + 2 * ctx.clock_step)
+        .saturating_add(HOST_TURNAROUND + ctx.clock_step)
+        .saturating_add(path.least_uncertainty(ctx.clock_step))
 }
 
 /// How much longer the data took from its sender to the capture point than its previous
