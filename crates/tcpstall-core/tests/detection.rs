@@ -481,6 +481,47 @@ fn data_that_cannot_have_arrived_does_not_split_the_write_it_crosses() {
     assert_eq!(d.role_of_side(stalls[0].sender), Role::Server);
 }
 
+/// A client 100 ms away writes each request in two pieces, seen beside the server, whose
+/// timer holds the ACK of the first piece 40 ms; the second piece comes `late` beyond one
+/// round trip after that ACK. The connection measured its path to the client once (the
+/// handshake), so TCP's own first guess of the variation (half of it, RFC 6298 2.2) is
+/// all that would excuse a late piece.
+fn second_pieces_found(timestamps: bool, late: Nanos) -> usize {
+    let client_rtt = 100 * MS;
+    let mut wire = Wire::new(1000, 5000);
+    wire.timestamps = timestamps;
+    let mut t = wire.handshake(0, client_rtt, 50 * US) + MS;
+    for _ in 0..6 {
+        wire.data(true, t, 100);
+        let ack = t + 40 * MS;
+        wire.ack(false, ack);
+        let second = ack + client_rtt + late;
+        wire.data(true, second, 600);
+        wire.data(false, second + 200 * US, 300);
+        t = second + 300 * MS;
+    }
+    let d = wire.only();
+    d.events
+        .iter()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .count()
+}
+
+/// On time, each piece is a stall, with or without timestamps.
+#[test]
+fn a_piece_one_round_trip_after_the_delayed_ack_is_a_stall() {
+    assert_eq!(second_pieces_found(false, MS), 6);
+    assert_eq!(second_pieces_found(true, MS), 6);
+}
+
+/// 30 ms later than any round trip measured: timing alone does not tie it to the ACK;
+/// a TSecr echoing the ACK does.
+#[test]
+fn a_piece_later_than_every_measured_round_trip_needs_tsecr_to_be_a_stall() {
+    assert_eq!(second_pieces_found(false, 30 * MS), 0);
+    assert_eq!(second_pieces_found(true, 30 * MS), 6);
+}
+
 /// Seen on the client's host by a clock stepping every 10 ms, its LAN server sending two
 /// full segments that the client acknowledges in the same tick, 20 times: the clock never
 /// saw the path take a tick. The client writes each request in two pieces; the server's

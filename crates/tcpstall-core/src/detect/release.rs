@@ -16,10 +16,11 @@ use crate::seq::SeqNumber;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Release {
     /// TSecr echoes the ACK's TSval and it left within the round trip: proven.
-    /// `unmeasured`: later than the round trips the connection showed, inside only the
-    /// variation TCP assumes before it has measured one (RFC 6298 2.2).
+    /// `unmeasured`: later than the path-alone round trips the connection showed, inside
+    /// only the variation TCP assumes before it has measured one (RFC 6298 2.2).
     Proven { unmeasured: bool },
-    /// It left within the round trip after the ACK: timing alone.
+    /// It left within the round trip after the ACK: timing alone. `unmeasured`: later
+    /// than the path-alone round trips, within those of the replies.
     OnTime { unmeasured: bool },
     /// It did not wait for this ACK, and why.
     NotReleased(Link),
@@ -141,6 +142,14 @@ pub fn release_by(ctx: &GapContext, ack: &PeerSegment) -> Release {
     let reaction = reaction - path_delay_of_data(ctx).max(serialization_of_release(ctx));
     if reaction <= on_time_limit(ctx, path.spread) {
         let unmeasured = reaction > on_time_limit(ctx, path.measured_spread);
+        // RFC 6298's variation of half the first round trip is a sender's guess before it
+        // has measured, not the path: without TSecr's word, only a reaction within what
+        // the connection measured (its path-alone and its reply round trips) is timed.
+        if echo != Echo::EchoesAck
+            && reaction > on_time_limit(ctx, path.measured_spread.max(path.reply_spread))
+        {
+            return Release::NotReleased(Link::LeftLongAfterAck);
+        }
         if echo == Echo::EchoesAck {
             Release::Proven { unmeasured }
         } else {
