@@ -560,3 +560,63 @@ fn a_coarse_clock_times_a_release_to_within_one_tick_where_the_path_is_under_one
     assert_eq!(pieces_ticks_after_the_ack(1), 6);
     assert_eq!(pieces_ticks_after_the_ack(2), 0);
 }
+
+/// A server 560 ms away sends a response in bursts of two full segments through a link
+/// that spaces them 130 ms, to a client whose timer acknowledges each lone segment after
+/// 125 ms: the timer fires while the second of each burst is still crossing, and its ACK
+/// lets the server's next burst go. Seen beside the client (`at_client`) or beside the
+/// server; no timestamps.
+fn paced_pairs(at_client: bool) -> Vec<StallClass> {
+    let one_way = 280 * MS;
+    let (spacing, timer) = (130 * MS, 125 * MS);
+    let mut wire = Wire::new(1000, 5000);
+    wire.timestamps = false;
+    let (client_rtt, server_rtt) = if at_client {
+        (50 * US, 2 * one_way)
+    } else {
+        (2 * one_way, 50 * US)
+    };
+    let t = wire.handshake(0, client_rtt, server_rtt) + MS;
+    wire.data(true, t, 100);
+    // When the server sends its next burst, as the capture point sees it.
+    let mut burst = if at_client {
+        t + 2 * one_way
+    } else {
+        t + one_way
+    };
+    for _ in 0..5 {
+        if at_client {
+            // Its two segments arrive 130 ms apart; the timer's ACK of the first leaves
+            // 5 ms before the second arrives.
+            wire.data(false, burst, 1460);
+            let first_end = wire.server_next;
+            client_ack_up_to(&mut wire, burst + timer, first_end);
+            wire.data(false, burst + spacing, 1460);
+            burst += timer + 2 * one_way;
+        } else {
+            // Both leave at once; the ACK of the first comes back a round trip, the
+            // first segment's crossing and the timer later.
+            wire.data(false, burst, 1460);
+            let first_end = wire.server_next;
+            wire.data(false, burst + 10 * US, 1460);
+            let ack = burst + 2 * one_way + spacing + timer;
+            client_ack_up_to(&mut wire, ack, first_end);
+            burst = ack + 20 * US;
+        }
+    }
+    let d = wire.only();
+    d.events.iter().map(|e| e.class).collect()
+}
+
+/// Neither capture point calls those ACKs held: the receiver would have acknowledged the
+/// pair as its second segment arrived (RFC 1122 4.2.3.2), no sooner than the timer did.
+#[test]
+fn a_timer_firing_while_the_pair_crosses_a_slow_link_holds_nobody() {
+    for at_client in [true, false] {
+        let classes = paced_pairs(at_client);
+        assert!(
+            !classes.iter().any(|c| c.is_tcp_stall()),
+            "at client {at_client}: {classes:?}"
+        );
+    }
+}

@@ -465,6 +465,12 @@ impl TruthInputs<'_> {
                     Label::Class(StallClass::DelayedAck)
                 };
                 match timer_delay {
+                    Some(_)
+                        if reason != HoldReason::Nagle
+                            && self.pair_still_crossing(s.released_by) =>
+                    {
+                        (Label::NoGap, 0, false)
+                    }
                     Some(delay) => stall(class, delay),
                     None if window_opened && !short_hold => {
                         // The ACK waited for the peer's application to read. From the
@@ -506,6 +512,26 @@ impl TruthInputs<'_> {
             }
         };
         (label, also, borderline, cause)
+    }
+
+    /// Whether the releasing ACK fired on its timer while the segment sent right behind
+    /// the newest one it acknowledged, in the same burst, was still crossing to the
+    /// receiver (the ACK did not cover it). A receiver acknowledges two full segments at
+    /// once (RFC 1122 4.2.3.2): the pair's ACK would have come no sooner, and the link
+    /// spacing them, not the timer, held the sender.
+    fn pair_still_crossing(&self, trigger: Option<u64>) -> bool {
+        let made = &self.records.made;
+        let Some(ack) = trigger.and_then(|id| made.iter().map(|r| &r.segment).find(|s| s.id == id))
+        else {
+            return false;
+        };
+        let data = made
+            .iter()
+            .map(|r| &r.segment)
+            .filter(|s| s.from != ack.from && s.len > 0 && !s.retransmission);
+        let held = data.clone().find(|s| s.seq + u64::from(s.len) == ack.ack);
+        let next = data.clone().find(|s| s.seq == ack.ack);
+        matches!((held, next), (Some(h), Some(n)) if h.burst == n.burst)
     }
 
     /// Whether the ACK that released `c` newly covered (beyond the ACKs the file holds)

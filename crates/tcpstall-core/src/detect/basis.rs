@@ -31,12 +31,13 @@ pub enum Link {
     ReleasedPiecesNotHeld,
     SenderNotUsingNagle,
     SmallSegmentStillUnacknowledged,
+    PairStillCrossing,
     AckDelayShorterThanTimers,
     NagleCouldHold,
 }
 
 impl Link {
-    pub const ALL: [Link; 26] = [
+    pub const ALL: [Link; 27] = [
         Link::Retransmission,
         Link::TsecrEchoesAck,
         Link::TsecrPredatesAck,
@@ -61,6 +62,7 @@ impl Link {
         Link::ReleasedPiecesNotHeld,
         Link::SenderNotUsingNagle,
         Link::SmallSegmentStillUnacknowledged,
+        Link::PairStillCrossing,
         Link::AckDelayShorterThanTimers,
         Link::NagleCouldHold,
     ];
@@ -91,6 +93,7 @@ impl Link {
             Link::ReleasedPiecesNotHeld => "released-pieces-not-held",
             Link::SenderNotUsingNagle => "sender-not-using-nagle",
             Link::SmallSegmentStillUnacknowledged => "small-segment-still-unacknowledged",
+            Link::PairStillCrossing => "pair-still-crossing",
             Link::AckDelayShorterThanTimers => "ack-delay-shorter-than-timers",
             Link::NagleCouldHold => "nagle-could-hold",
         }

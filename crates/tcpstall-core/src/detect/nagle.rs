@@ -6,7 +6,7 @@ use super::ack_timer::SHORTEST_TIMER;
 use super::basis::Link;
 use super::event::{Confidence, Pattern, StallClass, StallEvent, Verdict};
 use super::gap::{GapContext, PeerSegment};
-use super::release::Release;
+use super::release::{Release, sooner_than_a_round_trip};
 use crate::segment::Nanos;
 
 /// Link 4: Nagle (RFC 896, RFC 1122 4.2.3.4) could have held this data behind the
@@ -37,6 +37,33 @@ pub fn nagle_could_hold(ctx: &GapContext, ack: &PeerSegment) -> Result<(), Link>
 pub fn released_in_pieces(ctx: &GapContext) -> bool {
     let largest = ctx.sender_largest_segment.min(ctx.sender_mss);
     ctx.burst_bytes > 0 && ctx.segment_bytes < largest
+}
+
+/// The timer fired while the segment sent right behind the newest one `ack` acknowledged
+/// was still crossing to the receiver: the sender's data before the gap, full-sized and
+/// left unacknowledged by `ack`, went in that segment's burst, for no segment of the
+/// receiver came early enough to have released it after that one left. A receiver
+/// acknowledges two full segments at once (RFC 1122 4.2.3.2), so the pair's ACK would
+/// have come no sooner: the link spacing them held the sender, not the timer (a slow
+/// link to a receiver whose timer acknowledges each lone segment).
+pub fn pair_still_crossing(ctx: &GapContext, ack: &PeerSegment) -> bool {
+    let Some(held_seen) = ack.acked_data_time else {
+        return false;
+    };
+    let full = ctx.data_before_from_sender && ctx.sender_previous_bytes >= ctx.sender_full_size;
+    // Seen after the ACK, or before it and left outstanding by it.
+    let unacknowledged =
+        ack.packet < ctx.data_before_packet || ack.newly_acked < ack.outstanding_before;
+    // A segment of the receiver seen at `p` released neither the held segment nor that
+    // data where each came sooner than a round trip after it, and may have released the
+    // data alone where only the held segment did.
+    let released_between = |p: Nanos| {
+        sooner_than_a_round_trip(ctx, held_seen - p)
+            && !sooner_than_a_round_trip(ctx, ctx.gap_start - p)
+    };
+    let one_burst = !ack.previous_time.is_some_and(released_between)
+        && (ack.time >= ctx.gap_start || sooner_than_a_round_trip(ctx, ctx.gap_start - ack.time));
+    full && unacknowledged && one_burst
 }
 
 pub fn nagle_pattern(ctx: &GapContext, ack: &PeerSegment) -> Pattern {
@@ -84,6 +111,11 @@ pub fn held_by_nagle(
             event.ack_delay = None;
             event.evidence.confidence = Confidence::None;
             return Verdict::AppThinkTime;
+        }
+        Err(why) if pair_still_crossing(ctx, ack) => {
+            basis.push(why);
+            basis.push(Link::PairStillCrossing);
+            return Verdict::Idle;
         }
         Err(why) if released_in_pieces(ctx) => {
             // Not Nagle, and not a queue that waited: the sender wrote it as it went.
