@@ -11,7 +11,8 @@
 use serde_json::{Value, json};
 use tcpstall_core::detect::{Pattern, StallClass};
 use tcpstall_core::diagnosis::{
-    ConnectionDiagnosis, FixKind, InferredScenario, InferredValue, Role, TimerGuess, predicted_gain,
+    ConnectionDiagnosis, FixKind, InferredScenario, InferredValue, Role, TimerGuess, helpful_first,
+    predicted_gain,
 };
 use tcpstall_core::flow::MssSource;
 use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
@@ -571,6 +572,7 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
                 fix.set_prediction(duration, v.speedup, share(v), lost);
             }
         }
+        helpful_first(&mut direction.fixes);
     }
     let base = &variants[0];
     d.inferred = Some(InferredScenario {

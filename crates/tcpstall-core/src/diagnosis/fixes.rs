@@ -188,6 +188,13 @@ impl Fix {
     }
 }
 
+/// Lists the fixes the simulation showed saving nothing (the stalls stay with them)
+/// after those that save, in their order otherwise: the fix offered first is one that
+/// helps this connection.
+pub fn helpful_first(fixes: &mut [Fix]) {
+    fixes.sort_by_key(|f| f.predicted.is_some() && f.saves == 0);
+}
+
 /// One value of an inferred scenario, and where in the capture it comes from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InferredValue {
@@ -464,6 +471,23 @@ mod tests {
         fix.set_prediction(1_000 * NANOS_PER_MILLI, 2.0, 0.0, 800 * NANOS_PER_MILLI);
         assert_eq!(fix.saves, 500 * NANOS_PER_MILLI);
         assert_eq!(fix.predicted.map(|p| p.speedup), Some(2.0));
+    }
+
+    #[test]
+    fn a_fix_the_simulation_shows_saving_nothing_comes_after_those_that_save() {
+        let second = NANOS_PER_MILLI;
+        let mut fixes: Vec<Fix> = (0..4).map(|_| route_fix()).collect();
+        // One write and TCP_CORK save nothing for a sender its window held; TCP_NODELAY
+        // and immediate ACKs do; the last was not simulated.
+        for (fix, speedup) in fixes.iter_mut().zip([1.0, 1.0, 1.5]) {
+            fix.set_prediction(1_000 * second, speedup, 1.0, 400 * second);
+        }
+        for (i, fix) in fixes.iter_mut().enumerate() {
+            fix.note = ["one write", "cork", "nodelay", "acks"][i];
+        }
+        helpful_first(&mut fixes);
+        let order: Vec<&str> = fixes.iter().map(|f| f.note).collect();
+        assert_eq!(order, ["nodelay", "acks", "one write", "cork"]);
     }
 
     #[test]

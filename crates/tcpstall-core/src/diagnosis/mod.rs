@@ -14,7 +14,8 @@ mod timer;
 mod verdict;
 
 pub use fixes::{
-    Fix, FixAction, FixKind, InferredScenario, InferredValue, Prediction, predicted_gain,
+    Fix, FixAction, FixKind, InferredScenario, InferredValue, Prediction, helpful_first,
+    predicted_gain,
 };
 pub use timer::{DelayedAckProfile, TimerGuess, TimerReading, infer_timer, read_timer};
 pub use verdict::{ConnectionDiagnosis, Verdict, diagnose};
