@@ -18,7 +18,7 @@ use tcpstall_core::segment::{NANOS_PER_MILLI, Nanos};
 use tcpstall_core::side::{PerSide, Side};
 
 use crate::capture::{CaptureRecords, Captured};
-use crate::endpoint::{HoldReason, SegmentKind};
+use crate::endpoint::{HoldReason, SegmentKind, WireSegment};
 
 /// A true ACK delay this close to the threshold counts neither way: the detector measures
 /// it through the path, the truth at the endpoint.
@@ -531,7 +531,17 @@ impl TruthInputs<'_> {
             .filter(|s| s.from != ack.from && s.len > 0 && !s.retransmission);
         let held = data.clone().find(|s| s.seq + u64::from(s.len) == ack.ack);
         let next = data.clone().find(|s| s.seq == ack.ack);
-        matches!((held, next), (Some(h), Some(n)) if h.burst == n.burst)
+        // Sent again, it was lost: the held segment was the last to arrive, and odd.
+        let resent = |n: &WireSegment| {
+            made.iter().any(|r| {
+                let s = &r.segment;
+                s.from == n.from
+                    && s.retransmission
+                    && s.seq <= n.seq
+                    && n.seq < s.seq + u64::from(s.len)
+            })
+        };
+        matches!((held, next), (Some(h), Some(n)) if h.burst == n.burst && !resent(n))
     }
 
     /// Whether the ACK that released `c` newly covered (beyond the ACKs the file holds)

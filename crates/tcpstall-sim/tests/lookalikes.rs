@@ -678,6 +678,10 @@ fn a_coarse_capture_clock_finds_what_an_exact_one_finds() {
         // ACK for the flight's last two segments leaves within the clock's step.
         ("linux", "macos", "bulk", "server", "loss = 0.01"),
         ("linux", "freebsd", "bulk", "tap", "loss = 0.01"),
+        // The same from an AIX sender, captured beside it on a path without jitter: the
+        // first packets fall on whole round trips, so the clock's step reads as one; the
+        // delayed ACK of a flight's odd segment is still found.
+        ("aix", "macos-legacy", "bulk", "client", "loss = 0.01"),
         (
             "linux",
             "linux",
@@ -958,4 +962,21 @@ fn a_reply_timed_by_another_connections_end_is_no_stall_beside_its_writer() {
 fn a_226_held_behind_the_150_is_found() {
     // A 226 written while the 150 waits for its delayed ACK is held by Nagle: a stall.
     assert_every_stall_found("transfer-end");
+}
+
+/// A bulk transfer over 150 ms losing 1% of its segments: where the segment sent right
+/// behind the one the receiver's timer acknowledged alone was lost, not still crossing,
+/// the timer held the sender waiting for that odd segment's ACK, a `delayed-ack` stall
+/// in the truth as in the capture.
+#[test]
+fn a_lost_burst_mate_leaves_an_odd_segment_whose_timer_held_the_sender() {
+    let text = "capture = \"client\"\ncapture_clock_us = 1000.0\n\
+                [client]\nstack = \"macos-legacy\"\n[server]\nstack = \"freebsd\"\n\
+                [link]\nrtt_ms = 150\ndelay_variation = 0.05\njitter_ms = 0.1\n\
+                loss = 0.01\nseed = 967865\n\
+                [workload]\npattern = \"bulk\"\ntransactions = 10\nserver_think_ms = 60\n";
+    let cell = run_scenario("lost-burst-mate", 1, text, &AnalyzeOptions::default());
+    let a = &cell.accuracy;
+    assert!(a.true_positives >= 30, "{a:?}");
+    assert_eq!((a.false_positives, a.false_negatives), (0, 0), "{a:?}");
 }

@@ -54,13 +54,13 @@ pub fn pair_still_crossing(ctx: &GapContext, ack: &PeerSegment) -> bool {
     // Seen after the ACK, or before it and left outstanding by it.
     let unacknowledged =
         ack.packet < ctx.data_before_packet || ack.newly_acked < ack.outstanding_before;
-    // A segment of the receiver seen at `p` released neither the held segment nor that
-    // data where each came sooner than a round trip after it, and may have released the
-    // data alone where only the held segment did.
-    let released_between = |p: Nanos| {
-        sooner_than_a_round_trip(ctx, held_seen - p)
-            && !sooner_than_a_round_trip(ctx, ctx.gap_start - p)
-    };
+    // A segment of the receiver seen at `p` released no data seen before it or sooner
+    // than a round trip after it: where that rules out the held segment and not the
+    // data before the gap, it may have released that data alone.
+    let could_not_release =
+        |seen: Nanos, p: Nanos| seen < p || sooner_than_a_round_trip(ctx, seen - p);
+    let released_between =
+        |p: Nanos| could_not_release(held_seen, p) && !could_not_release(ctx.gap_start, p);
     let one_burst = !ack.previous_time.is_some_and(released_between)
         && (ack.time >= ctx.gap_start || sooner_than_a_round_trip(ctx, ctx.gap_start - ack.time));
     full && unacknowledged && one_burst
