@@ -46,9 +46,8 @@ pub struct PathSide {
     /// Whether any reply was measured (else `reply_spread` says nothing).
     pub replies_seen: bool,
     /// How many path-alone round trips came less than [`SPREAD_CEILING`] above the
-    /// floor, and how many of them the capture's clock read as zero.
+    /// floor.
     pub untimed_samples: u32,
-    pub zero_samples: u32,
 }
 
 impl PathSide {
@@ -58,7 +57,9 @@ impl PathSide {
     /// with chance `1 - r/step` (the clock's phase is uniform), so after `n` zeros it is
     /// at most `1 - 0.05^(1/n)` of a step, at 95% confidence.
     pub fn least_uncertainty(&self, step: Nanos) -> Nanos {
-        if self.least > 0 || self.untimed_samples == 0 || self.zero_samples < self.untimed_samples {
+        // Every one read zero: the floor is zero and none came above it.
+        let all_zero = self.floor == Some(0) && self.measured_spread == 0;
+        if !all_zero || self.untimed_samples == 0 {
             return step;
         }
         let share = 1.0 - 0.05f64.powf(1.0 / f64::from(self.untimed_samples));
@@ -82,9 +83,8 @@ pub struct RoundTrips {
     /// least at the time it came (0: none).
     least_reply: Nanos,
     largest_reply: Nanos,
-    /// Path-alone samples within [`SPREAD_CEILING`] of the floor, and those of zero.
+    /// Path-alone samples within [`SPREAD_CEILING`] of the floor.
     untimed_samples: u32,
-    zero_samples: u32,
 }
 
 impl RoundTrips {
@@ -109,7 +109,6 @@ impl RoundTrips {
             if sample - floor < SPREAD_CEILING {
                 self.largest_untimed = self.largest_untimed.max(sample);
                 self.untimed_samples = self.untimed_samples.saturating_add(1);
-                self.zero_samples = self.zero_samples.saturating_add(u32::from(sample == 0));
                 self.smooth(sample);
             }
         }
@@ -149,7 +148,6 @@ impl RoundTrips {
             reply_spread: (self.largest_reply - self.least_reply).clamp(0, SPREAD_CEILING),
             replies_seen: self.least_reply > 0,
             untimed_samples: self.untimed_samples,
-            zero_samples: self.zero_samples,
         }
     }
 }
