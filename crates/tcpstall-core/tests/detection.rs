@@ -9,10 +9,18 @@ use std::net::SocketAddr;
 
 use common::{MS, US, Wire};
 use tcpstall_core::detect::{DetectConfig, Pattern, StallClass};
-use tcpstall_core::diagnosis::{Role, TimerGuess, Verdict};
+use tcpstall_core::diagnosis::{ConnectionDiagnosis, Role, TimerGuess, Verdict};
 use tcpstall_core::flow::FlowTable;
 use tcpstall_core::segment::{Nanos, Segment, TcpFlags, TcpOptions};
 use tcpstall_core::seq::SeqNumber;
+
+/// The `nagle-delayed-ack` stalls a connection was found to have.
+fn nagle_stalls(d: &ConnectionDiagnosis) -> usize {
+    d.events
+        .iter()
+        .filter(|e| e.class == StallClass::NagleDelayedAck)
+        .count()
+}
 
 /// A write-write-read exchange at a capture point `client_rtt` and `server_rtt` from
 /// each end: 6 bytes leave, the server holds its ACK `ack_delay`, 6 more follow the ACK
@@ -220,12 +228,7 @@ fn an_ack_held_by_the_same_short_timer_is_no_path_sample() {
         t = released + (700 + 131 * round as Nanos) * MS;
     }
     let d = wire.only();
-    let stalls = d
-        .events
-        .iter()
-        .filter(|e| e.class == StallClass::NagleDelayedAck)
-        .count();
-    assert_eq!(stalls, 6, "{:#?}", d.events);
+    assert_eq!(nagle_stalls(&d), 6, "{:#?}", d.events);
 }
 
 #[test]
@@ -500,11 +503,7 @@ fn second_pieces_found(timestamps: bool, late: Nanos) -> usize {
         wire.data(false, second + 200 * US, 300);
         t = second + 300 * MS;
     }
-    let d = wire.only();
-    d.events
-        .iter()
-        .filter(|e| e.class == StallClass::NagleDelayedAck)
-        .count()
+    nagle_stalls(&wire.only())
 }
 
 /// On time, each piece is a stall, with or without timestamps.
@@ -545,11 +544,7 @@ fn pieces_ticks_after_the_ack(ticks: Nanos) -> usize {
         wire.data(false, ack + (ticks + 1) * tick, 300);
         t = ack + 50 * tick;
     }
-    let d = wire.only();
-    d.events
-        .iter()
-        .filter(|e| e.class == StallClass::NagleDelayedAck)
-        .count()
+    nagle_stalls(&wire.only())
 }
 
 /// A segment an ACK released leaves within microseconds of it: in the same tick, or the
