@@ -321,6 +321,26 @@ pub fn linux() -> StackProfile {
     }
 }
 
+/// Where the values Windows XP shares with Windows 10 and later come from.
+const WINDOWS_TTL_SOURCE: (&str, &str) = (
+    "initial_ttl",
+    "DefaultTTL 128 (confirmed, Tcpip Parameters)",
+);
+const WINDOWS_NAGLE_SOURCE: (&str, &str) = (
+    "nagle",
+    "classic Nagle, TCP_NODELAY to disable (confirmed, seed 001)",
+);
+const WINDOWS_TIMESTAMPS_SOURCE: (&str, &str) = (
+    "timestamps",
+    "Tcp1323Opts: timestamps off by default (confirmed)",
+);
+const WINDOWS_ACK_EVERY_SOURCE: (&str, &str) =
+    ("ack_every_segments", "TcpAckFrequency=2 (confirmed)");
+const WINDOWS_WINDOW_RULES_SOURCE: (&str, &str) = (
+    "window_rules",
+    "RFC 1122 receiver and sender SWS avoidance, BSD-like persist bounds (unconfirmed)",
+);
+
 pub fn windows() -> StackProfile {
     StackProfile {
         name: "windows",
@@ -347,18 +367,9 @@ pub fn windows() -> StackProfile {
         ack_one_byte_at_once: false,
         slow_start: SlowStart::ByteCounting,
         sources: &[
-            (
-                "initial_ttl",
-                "DefaultTTL 128 (confirmed, Tcpip Parameters)",
-            ),
-            (
-                "nagle",
-                "classic Nagle, TCP_NODELAY to disable (confirmed, seed 001)",
-            ),
-            (
-                "timestamps",
-                "Tcp1323Opts: timestamps off by default (confirmed)",
-            ),
+            WINDOWS_TTL_SOURCE,
+            WINDOWS_NAGLE_SOURCE,
+            WINDOWS_TIMESTAMPS_SOURCE,
             (
                 "initial_window",
                 "IW10 since Windows Server 2012 R2 / 8.1 (likely)",
@@ -367,12 +378,9 @@ pub fn windows() -> StackProfile {
                 "delayed_ack",
                 "TcpDelAckTicks=2 x 100 ms (confirmed, seeds 001, 002)",
             ),
-            ("ack_every_segments", "TcpAckFrequency=2 (confirmed)"),
+            WINDOWS_ACK_EVERY_SOURCE,
             ("min_rto", "300 ms minimum RTO (likely)"),
-            (
-                "window_rules",
-                "RFC 1122 receiver and sender SWS avoidance, BSD-like persist bounds (unconfirmed)",
-            ),
+            WINDOWS_WINDOW_RULES_SOURCE,
         ],
     }
 }
@@ -389,29 +397,17 @@ pub fn windows_xp() -> StackProfile {
             ticks: stacks::WINDOWS_XP_DELACK_TICKS,
         },
         sources: &[
-            (
-                "initial_ttl",
-                "DefaultTTL 128 (confirmed, Tcpip Parameters)",
-            ),
-            (
-                "nagle",
-                "classic Nagle, TCP_NODELAY to disable (confirmed, seed 001)",
-            ),
-            (
-                "timestamps",
-                "Tcp1323Opts: timestamps off by default (confirmed)",
-            ),
+            WINDOWS_TTL_SOURCE,
+            WINDOWS_NAGLE_SOURCE,
+            WINDOWS_TIMESTAMPS_SOURCE,
             ("initial_window", "2 segments, RFC 2581 (likely)"),
             (
                 "delayed_ack",
                 "TcpDelAckTicks=2 of 100-millisecond intervals, KB 328890: the second tick of a 100 ms clock, 100 to 200 ms (confirmed: 110 to 196 ms in public captures of XP and Server 2003 hosts)",
             ),
-            ("ack_every_segments", "TcpAckFrequency=2 (confirmed)"),
+            WINDOWS_ACK_EVERY_SOURCE,
             ("min_rto", "as Windows 10 (unconfirmed)"),
-            (
-                "window_rules",
-                "RFC 1122 receiver and sender SWS avoidance, BSD-like persist bounds (unconfirmed)",
-            ),
+            WINDOWS_WINDOW_RULES_SOURCE,
         ],
         ..windows()
     }
