@@ -615,3 +615,40 @@ fn a_timer_firing_while_the_pair_crosses_a_slow_link_holds_nobody() {
         );
     }
 }
+
+/// Seen on the receiving host, 0.2 ms from its sender, which writes two records 5 ms
+/// apart, and again just after each ACK; the receiver's timer acknowledges each pair
+/// after 40 ms. No timestamps. The second record follows the first still unacknowledged
+/// 5 ms later, longer than an ACK takes to come back. `missed`: the capture shows it
+/// missed a segment of the sender (its sequence skips ten bytes).
+fn records_behind_unacknowledged_ones(missed: bool) -> usize {
+    let mut wire = Wire::new(1000, 5000);
+    wire.timestamps = false;
+    let mut t = wire.handshake(0, 50 * US, 200 * US) + MS;
+    if missed {
+        wire.data(false, t, 100);
+        wire.server_next += 10;
+        wire.data(false, t + 5 * MS, 100);
+        wire.ack(true, t + 5 * MS + 20 * US);
+        t += 50 * MS;
+    }
+    for _ in 0..20 {
+        wire.data(false, t, 35);
+        wire.data(false, t + 5 * MS, 31);
+        let ack = t + 45 * MS;
+        wire.ack(true, ack);
+        t = ack + 2400 * US;
+    }
+    nagle_stalls(&wire.only())
+}
+
+/// A capture that missed nothing of the connection shows the sender writing behind its
+/// unacknowledged records far more often than missed ACKs could explain: it is not
+/// applying Nagle, and no record after an ACK is a stall once it was seen doing so twice
+/// (the first record after an ACK comes before that). Once the capture has shown a miss,
+/// only a record sooner than an ACK could come back proves it, and none here does.
+#[test]
+fn records_behind_unacknowledged_ones_more_often_than_misses_explain_are_no_nagle() {
+    assert_eq!(records_behind_unacknowledged_ones(false), 1);
+    assert_eq!(records_behind_unacknowledged_ones(true), 19);
+}

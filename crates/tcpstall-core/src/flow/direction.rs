@@ -100,6 +100,9 @@ pub struct Direction {
     // What a data segment of this side updates.
     pub data_bytes: u64,
     pub data_segments: u64,
+    /// Its sub-MSS data segments seen behind one of its own in flight, later than an ACK
+    /// could have cleared it, while the capture had missed nothing.
+    pub(super) unproven_violations: u32,
     /// Data segments since the other side last sent data.
     pub(super) message_full_segments: u32,
     pub(super) message_segments: u32,
