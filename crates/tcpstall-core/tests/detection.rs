@@ -652,3 +652,51 @@ fn records_behind_unacknowledged_ones_more_often_than_misses_explain_are_no_nagl
     assert_eq!(records_behind_unacknowledged_ones(false), 1);
     assert_eq!(records_behind_unacknowledged_ones(true), 19);
 }
+
+/// Both ends write two records in two calls at the same moment, 10 times, on a 0.1 ms
+/// LAN: each end's Nagle holds its second record behind its first, and each end's 40 ms
+/// timer holds the ACK of the other's first. The two ACKs cross, each releases its
+/// peer's second record, and the second release comes right behind the first: it does
+/// not acknowledge the first (it left before that reached its sender), so it waited from
+/// its own side's first record, not from the other's release.
+#[test]
+fn holds_at_both_ends_at_once_are_two_stalls() {
+    let mut wire = Wire::new(1000, 5000);
+    wire.timestamps = false;
+    let mut t = wire.handshake(0, 50 * US, 50 * US) + MS;
+    // The client's data, sent before the server's last `crossing` bytes reached it.
+    let client_data_crossing = |wire: &mut Wire, time: Nanos, len: u32, crossing: u32| {
+        let server_next = wire.server_next;
+        wire.server_next = server_next.wrapping_sub(crossing);
+        wire.data(true, time, len);
+        wire.server_next = server_next;
+    };
+    for _ in 0..10 {
+        wire.data(false, t, 52);
+        client_data_crossing(&mut wire, t + 80 * US, 432, 52);
+        let acks = t + 38 * MS;
+        wire.ack(true, acks);
+        wire.ack(false, acks + 130 * US);
+        wire.data(false, acks + 580 * US, 156);
+        client_data_crossing(&mut wire, acks + 670 * US, 144, 156);
+        // Each end's timer acknowledges the released record.
+        wire.ack(true, acks + 41 * MS);
+        wire.ack(false, acks + 41 * MS + 130 * US);
+        t = acks + 300 * MS;
+    }
+    let d = wire.only();
+    let holders: Vec<Role> = d.directions.iter().map(|x| x.holder).collect();
+    assert_eq!(d.directions.len(), 2, "{:#?}", d.events);
+    assert!(holders.contains(&Role::Client) && holders.contains(&Role::Server));
+    for direction in &d.directions {
+        assert_eq!(direction.stall_count, 10, "{:#?}", d.events);
+    }
+    // Each direction lost its own wait; the connection lost the time they share once.
+    let by_direction: Nanos = d.directions.iter().map(|x| x.time_lost).sum();
+    assert!(
+        d.time_lost < by_direction * 11 / 20,
+        "{} of {by_direction}",
+        d.time_lost
+    );
+    assert!(d.time_lost >= by_direction / 2);
+}

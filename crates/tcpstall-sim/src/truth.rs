@@ -600,17 +600,38 @@ impl TruthInputs<'_> {
             .map(|(i, c)| (c.segment.id, i))
             .collect();
         let mut gaps = Vec::new();
-        let mut previous: Option<(usize, Nanos, u64)> = None;
+        let mut previous: Option<(Side, Nanos, u64)> = None;
+        // Per side: its previous data record (time, id) and how far the other side's data
+        // reached when it was captured; and how far each side's data reached.
+        let mut own_previous: PerSide<Option<(Nanos, u64, u64)>> = PerSide::new(None, None);
+        let mut sent_up_to = PerSide::new(0u64, 0u64);
         for (k, c) in self.records.kept.iter().enumerate() {
             if !data_bearing(c) {
                 continue;
             }
+            let side = c.segment.from;
+            let other = side.other();
             if let Some((_, start, previous_id)) = previous
                 && c.time - start >= self.min_gap
             {
-                gaps.push(self.gap(c, k, start, previous_id, &index_in_made));
+                gaps.push(self.gap(c, k, start, previous_id, &index_in_made, false));
+            } else if let Some((before_side, before, _)) = previous
+                && let Some((own_start, own_id, other_then)) = own_previous[side]
+                && before_side != side
+                && c.time - before < self.min_gap
+                && c.time - own_start >= self.min_gap
+                && c.segment.ack_flag
+                && c.segment.ack <= other_then
+                && other_then < sent_up_to[other]
+            {
+                // Both ends held data at once: this record answers nothing the other
+                // side sent since this side's previous data, and waited from there.
+                gaps.push(self.gap(c, k, own_start, own_id, &index_in_made, true));
             }
-            previous = Some((k, c.time, c.segment.id));
+            previous = Some((side, c.time, c.segment.id));
+            own_previous[side] = Some((c.time, c.segment.id, sent_up_to[other]));
+            let end = c.segment.seq + u64::from(c.segment.len);
+            sent_up_to[side] = sent_up_to[side].max(end);
         }
         gaps
     }
@@ -622,13 +643,22 @@ impl TruthInputs<'_> {
         start: Nanos,
         previous_id: u64,
         index_in_made: &HashMap<u64, usize>,
+        crossing: bool,
     ) -> TruthGap {
         let made = &self.records.made;
         let here = index_in_made.get(&c.segment.id).copied();
         let before = index_in_made.get(&previous_id).copied();
         // The data records the capture point made between the two the file holds.
+        // Where both ends held data at once, the other side's records the file holds
+        // between the two are no missed ones.
+        let missed = |r: &Captured| {
+            data_bearing(r)
+                && (!crossing
+                    || r.segment.from == c.segment.from
+                    || !self.records.kept_ids.contains(&r.segment.id))
+        };
         let missed_inside = match (before, here) {
-            (Some(b), Some(h)) => made[b + 1..h].iter().any(data_bearing),
+            (Some(b), Some(h)) => made[b + 1..h].iter().any(missed),
             _ => true,
         };
         let (label, mut also, borderline, cause, mut observable) = if missed_inside {

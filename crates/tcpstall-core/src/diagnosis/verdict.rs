@@ -197,8 +197,8 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         .filter(|c| c.is_tcp_stall())
         .map(|c| unlisted[c.index()])
         .collect();
-    let time_lost: Nanos = tcp_stalls.iter().map(|e| e.duration()).sum::<Nanos>()
-        + unlisted_stalls.iter().map(|(_, t)| *t).sum::<Nanos>();
+    let unlisted_time: Nanos = unlisted_stalls.iter().map(|(_, t)| *t).sum();
+    let time_lost = time_covered(&tcp_stalls) + unlisted_time;
     let stall_count = tcp_stalls.len()
         + unlisted_stalls
             .iter()
@@ -232,7 +232,7 @@ pub fn diagnose(connection: &mut Connection) -> ConnectionDiagnosis {
         // that lost the most.
         let listed: usize = tcp_stalls.len();
         first.stall_count += stall_count - listed;
-        first.time_lost += time_lost - tcp_stalls.iter().map(|e| e.duration()).sum::<Nanos>();
+        first.time_lost += unlisted_time;
     }
     for direction in &mut directions {
         direction.fixes = rank_fixes(direction);
@@ -314,6 +314,21 @@ const TICK_TOLERANCE_CEILING: Nanos = 10 * crate::segment::NANOS_PER_MILLI;
 
 /// What the stalls `holder` held show: its delayer's timer, its pattern, whether its
 /// Nagle is classic. None when it held none.
+/// The time the stalls cover: where both ends were held at once, their stalls overlap,
+/// and the connection lost that time once.
+fn time_covered(stalls: &[&StallEvent]) -> Nanos {
+    let mut spans: Vec<(Nanos, Nanos)> = stalls.iter().map(|e| (e.start, e.end)).collect();
+    spans.sort_unstable();
+    let mut reached = Nanos::MIN;
+    let mut covered = 0;
+    for (start, end) in spans {
+        let start = start.max(reached);
+        covered += (end - start).max(0);
+        reached = reached.max(end);
+    }
+    covered
+}
+
 fn direction_diagnosis(
     held: &[&StallEvent],
     holder: Side,

@@ -667,6 +667,7 @@ impl Connection {
             before_peer_could_release: path_rtt.is_some_and(|rtt| t - peer_last < rtt),
         };
         let small_unacked = self.dirs[x].small_in_flight > 0 && self.small_unacked(segment, x);
+        let peer_sent = self.dirs[y].snd_max;
         let round_trip = self.dirs[x]
             .path_rtt()
             .zip(self.dirs[y].path_rtt())
@@ -713,6 +714,8 @@ impl Connection {
             retransmitted: false,
         });
         let past_a_hole = seq_start > dir.snd_max;
+        dir.last_data_packet = packet;
+        dir.peer_sent_at_last_data = peer_sent;
         let (first_data, snd_max_before) = (dir.data_segments == 0, dir.snd_max);
         if past_a_hole {
             // What a captured ACK already covered is no hole for a later ACK: that ACK

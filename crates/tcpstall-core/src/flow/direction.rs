@@ -84,6 +84,10 @@ pub struct Direction {
     /// (start, end): data sent past it was captured, it was not. (Read by every ACK of
     /// the other side, with the TSvals above.)
     pub(super) uncaptured: (u64, u64),
+    /// Its last new data segment's packet, and how far the other side's data reached
+    /// (sequence position) when it was captured.
+    pub(super) last_data_packet: u64,
+    pub(super) peer_sent_at_last_data: u64,
 
     /// The last segment this side sent, as seen by a gap in the other side's data.
     pub(super) last: LastSegment,

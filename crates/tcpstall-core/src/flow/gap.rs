@@ -27,9 +27,11 @@ impl Connection {
         let y = x.other();
         let t = segment.time;
 
-        if let Some((gap_start, before_side, before_packet)) = self.last_data
-            && t - gap_start >= config.min_gap
-        {
+        let gap_before = self
+            .last_data
+            .filter(|&(start, _, _)| t - start >= config.min_gap)
+            .or_else(|| self.crossing_wait(segment, x, config));
+        if let Some((gap_start, before_side, before_packet)) = gap_before {
             let mss = self.segment_mss(x);
             let peer = &self.dirs[y];
             // Captured after the data before the gap: later, or at the same time (a clock
@@ -188,6 +190,30 @@ impl Connection {
         self.last_data = Some((t, x, packet));
         self.dirs[y].zero_window_in_gap = false;
         self.dirs[x].zero_window_in_gap = false;
+    }
+
+    /// Both ends held data at once: the other side's data just before this segment ended
+    /// that side's wait, and this segment's ACK field covers nothing the other side sent
+    /// after this side's previous data (it left before that data reached its sender, RFC
+    /// 9293 3.4): it answers nothing, and this side's own wait runs from its previous
+    /// data. (The data just before is too recent to open a gap of the connection.)
+    fn crossing_wait(
+        &self,
+        segment: &Segment,
+        x: Side,
+        config: &DetectConfig,
+    ) -> Option<(Nanos, Side, u64)> {
+        let (last_time, last_side, _) = self.last_data?;
+        let own = &self.dirs[x];
+        let own_time = own.sender.last_data_time()?;
+        let peer = &self.dirs[x.other()];
+        let t = segment.time;
+        let answers_nothing = segment.flags.ack()
+            && peer.position(segment.ack) <= own.peer_sent_at_last_data
+            && own.peer_sent_at_last_data < peer.snd_max;
+        (last_side != x && t - last_time < config.min_gap && t - own_time >= config.min_gap)
+            .then_some((own_time, x, own.last_data_packet))
+            .filter(|_| answers_nothing)
     }
 
     /// Classifies the gaps with the connection's final round-trip estimates and what
