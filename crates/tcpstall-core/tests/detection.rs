@@ -643,13 +643,15 @@ fn records_behind_unacknowledged_ones(missed: bool) -> usize {
 }
 
 /// A capture that missed nothing of the connection shows the sender writing behind its
-/// unacknowledged records far more often than missed ACKs could explain: it is not
-/// applying Nagle, and no record after an ACK is a stall once it was seen doing so twice
-/// (the first record after an ACK comes before that). Once the capture has shown a miss,
-/// only a record sooner than an ACK could come back proves it, and none here does.
+/// unacknowledged records more often than missed ACKs could explain: it is not applying
+/// Nagle, and no record after an ACK is a stall once that is shown. With 3 packets for
+/// each 2 records, a capture missing up to 3 in `n` could explain about 2 of them, and 6
+/// leave it a chance under 5% (Poisson): the first 5 records after an ACK come before
+/// that, the other 15 are no stall. Once the capture has shown a miss, only a record
+/// sooner than an ACK could come back proves it, and none here does.
 #[test]
 fn records_behind_unacknowledged_ones_more_often_than_misses_explain_are_no_nagle() {
-    assert_eq!(records_behind_unacknowledged_ones(false), 1);
+    assert_eq!(records_behind_unacknowledged_ones(false), 5);
     assert_eq!(records_behind_unacknowledged_ones(true), 19);
 }
 

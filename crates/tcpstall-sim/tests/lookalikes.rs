@@ -341,10 +341,16 @@ fn a_handshake_that_met_a_queue_is_no_floor() {
 
 /// A capture that missed a pure ACK of a connection without timestamps shows nothing of
 /// it: a small segment behind one in flight proves Nagle off only when sent sooner than
-/// that ACK could have come back.
+/// that ACK could have come back, or, while the capture shows no miss, more often than
+/// the misses it may still have made could explain.
 #[test]
 fn a_missed_ack_is_no_proof_that_nagle_is_off() {
-    assert_every_stall_found_seeded("capture-miss", |_| true, Some(8));
+    // Seed 2: a capture missing 15% showed a Windows server behind its own unacknowledged
+    // segment once or twice before it missed any data, which a count of two had taken as
+    // proof; only more than its misses could explain is.
+    for seed in [2, 8] {
+        assert_every_stall_found_seeded("capture-miss", |_| true, Some(seed));
+    }
 }
 
 /// Nagle holds released by ACKs sent at once over a 400 ms path whose delay varies by up

@@ -586,11 +586,13 @@ impl Connection {
         }
         // Later, only as often as a capture missing ACKs cannot explain. It missed none of
         // the connection's `n` segments so far: its miss rate is below 3/n (95%, the rule
-        // of three), and a Nagle sender shows this only behind an ACK it missed, so in at
-        // most that share of its data segments.
+        // of three). A Nagle sender shows this only behind an ACK the capture missed, so
+        // over its `s` data segments about as often as Poisson(3s/n) says: seen more often
+        // than that leaves 5% or less, it is the sender's own doing.
         let dir = &mut self.dirs[x];
         dir.unproven_violations = dir.unproven_violations.saturating_add(1);
-        u64::from(dir.unproven_violations) * self.packets > 3 * dir.data_segments
+        let expected_misses = 3.0 * dir.data_segments as f64 / self.packets.max(1) as f64;
+        poisson_tail(expected_misses, dir.unproven_violations) < 0.05
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -749,6 +751,20 @@ impl Connection {
     }
 }
 
+/// The chance that a count with Poisson mean `mean` reaches `at_least`.
+fn poisson_tail(mean: f64, at_least: u32) -> f64 {
+    let mut term = (-mean).exp();
+    let mut below = 0.0;
+    for k in 0..at_least {
+        below += term;
+        if below >= 1.0 {
+            return 0.0;
+        }
+        term *= mean / f64::from(k + 1);
+    }
+    (1.0 - below).max(0.0)
+}
+
 /// Where the MSS of a direction comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MssSource {
@@ -767,5 +783,19 @@ impl MssSource {
             MssSource::Inferred => "inferred",
             MssSource::Assumed => "assumed",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::poisson_tail;
+
+    #[test]
+    fn the_poisson_tail_is_the_chance_of_so_many_or_more() {
+        assert_eq!(poisson_tail(0.6, 0), 1.0);
+        assert!((poisson_tail(0.6, 1) - (1.0 - (-0.6f64).exp())).abs() < 1e-12);
+        // 1 - e^-0.6 (1 + 0.6 + 0.18)
+        assert!((poisson_tail(0.6, 3) - 0.023_12).abs() < 1e-4);
+        assert!(poisson_tail(0.01, 50) < 1e-12);
     }
 }
