@@ -484,18 +484,11 @@ struct Lab {
     echo_pair: PathBuf,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// Runs one workload once over the path as set, with the three watches, keeping every
 /// output in `dir`.
 fn run_once(lab: &Lab, profile: Profile, workload: Workload, dir: &Path) -> Result<Run, String> {
     std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let port = free_port();
+    let port = common::watch::free_port();
     let server_ip = lab.net.server_ip;
     let watch_prefix = || -> Vec<String> {
         vec![
@@ -548,7 +541,7 @@ fn run_once(lab: &Lab, profile: Profile, workload: Workload, dir: &Path) -> Resu
     let deadline = Instant::now() + RUN_LIMIT;
 
     // The whole host, attached once its metrics answer.
-    let metrics = free_port();
+    let metrics = common::watch::free_port();
     let host_line: Vec<String> = [
         lab.tcpstall.as_str(),
         "watch",

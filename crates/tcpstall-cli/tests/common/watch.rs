@@ -50,12 +50,28 @@ pub fn echo_pair() -> PathBuf {
     path
 }
 
-/// A loopback port free at the time of asking.
+/// A loopback port free at the time of asking, below the kernel's ephemeral range
+/// (`ip_local_port_range`): the kernel hands ports in that range to every socket that
+/// connects without binding (a Prometheus scrape, say), which may take one between this
+/// choice and its use. Each call gives another port; processes start apart by their id.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static TAKEN: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768)
+        .clamp(2048, 65535);
+    let span = ephemeral_start - 1024;
+    let start = std::process::id() * 97 % span;
+    for _ in 0..span {
+        let offset = (start + TAKEN.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = (1024 + offset) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port below {ephemeral_start}");
 }
 
 /// The reply_server example of the watch crate (a server that stalls as the holder),
