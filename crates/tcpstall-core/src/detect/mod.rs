@@ -3,9 +3,8 @@
 //! A gap is a pause between two data-bearing segments of a connection, longer than the
 //! configured threshold, or, where both ends held data at once, between one side's data
 //! and its next that answers nothing the other side sent since. The segment that ends it
-//! was sent by one side, X; the other
-//! side is Y. What X was waiting for decides the class (docs/architecture.md, "The
-//! signature in a capture"):
+//! was sent by one side, X; the other side is Y. What X was waiting for decides the
+//! class (docs/architecture.md, "The signature in a capture"):
 //!
 //! - X retransmitted: `retransmission-timeout`.
 //! - X sent as soon as a pure ACK from Y reached it, and a timer held that ACK:

@@ -312,8 +312,6 @@ const TICK_TIMING: Nanos = 2 * crate::segment::NANOS_PER_MILLI;
 /// ticks by chance too often (one in ten) for three of them to show a tick.
 const TICK_TOLERANCE_CEILING: Nanos = 10 * crate::segment::NANOS_PER_MILLI;
 
-/// What the stalls `holder` held show: its delayer's timer, its pattern, whether its
-/// Nagle is classic. None when it held none.
 /// The time the stalls cover: where both ends were held at once, their stalls overlap,
 /// and the connection lost that time once.
 fn time_covered(stalls: &[&StallEvent]) -> Nanos {
@@ -329,6 +327,8 @@ fn time_covered(stalls: &[&StallEvent]) -> Nanos {
     covered
 }
 
+/// What the stalls `holder` held show: its delayer's timer, its pattern, whether its
+/// Nagle is classic. None when it held none.
 fn direction_diagnosis(
     held: &[&StallEvent],
     holder: Side,
