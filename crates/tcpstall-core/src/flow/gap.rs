@@ -211,9 +211,9 @@ impl Connection {
         let answers_nothing = segment.flags.ack()
             && peer.position(segment.ack) <= own.peer_sent_at_last_data
             && own.peer_sent_at_last_data < peer.snd_max;
-        (last_side != x && t - last_time < config.min_gap && t - own_time >= config.min_gap)
-            .then_some((own_time, x, own.last_data_packet))
-            .filter(|_| answers_nothing)
+        let crossed = last_side != x && t - last_time < config.min_gap;
+        let waited = t - own_time >= config.min_gap;
+        (crossed && waited && answers_nothing).then_some((own_time, x, own.last_data_packet))
     }
 
     /// Classifies the gaps with the connection's final round-trip estimates and what
