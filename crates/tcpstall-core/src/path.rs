@@ -73,16 +73,20 @@ impl PathSide {
 pub struct RoundTrips {
     least: Option<Nanos>,
     floor: Option<Nanos>,
-    /// The largest path-alone sample less than [`SPREAD_CEILING`] above the floor at the
-    /// time it came (0: none).
+    /// The largest path-alone sample less than [`SPREAD_CEILING`] above the floor, of
+    /// those since the floor last fell the ceiling or more below it (0: none); and how
+    /// far the samples before that came above the floor of their time.
     largest_untimed: Nanos,
+    earlier_untimed_spread: Nanos,
     /// RFC 6298 2.2-2.3 over the same samples: the smoothed round trip and its variation.
     smoothed: Nanos,
     variation: Nanos,
-    /// The least reply sample, and the largest less than [`SPREAD_CEILING`] above the
-    /// least at the time it came (0: none).
+    /// The least reply sample, and the largest less than [`SPREAD_CEILING`] above it, of
+    /// those since the least last fell the ceiling or more below it (0: none); and how
+    /// far the replies before that came above the least of their time.
     least_reply: Nanos,
     largest_reply: Nanos,
+    earlier_reply_spread: Nanos,
     /// Path-alone samples within [`SPREAD_CEILING`] of the floor.
     untimed_samples: u32,
 }
@@ -97,7 +101,14 @@ impl RoundTrips {
         self.least = Some(self.least.map_or(sample, |r| r.min(sample)));
         if !bare {
             if self.least_reply == 0 || sample < self.least_reply {
-                self.least_reply = sample.max(1);
+                let least = sample.max(1);
+                set_aside(
+                    &mut self.largest_reply,
+                    &mut self.earlier_reply_spread,
+                    self.least_reply,
+                    least,
+                );
+                self.least_reply = least;
             }
             if sample - self.least_reply < SPREAD_CEILING {
                 self.largest_reply = self.largest_reply.max(sample);
@@ -105,6 +116,14 @@ impl RoundTrips {
         }
         if bare {
             let floor = self.floor.map_or(sample, |r| r.min(sample));
+            if let Some(before) = self.floor {
+                set_aside(
+                    &mut self.largest_untimed,
+                    &mut self.earlier_untimed_spread,
+                    before,
+                    floor,
+                );
+            }
             self.floor = Some(floor);
             if sample - floor < SPREAD_CEILING {
                 self.largest_untimed = self.largest_untimed.max(sample);
@@ -138,17 +157,34 @@ impl RoundTrips {
     pub fn side(&self) -> PathSide {
         let least = self.least.unwrap_or(0);
         let measured_spread = self.floor.map_or(0, |floor| {
-            (self.largest_untimed - floor).clamp(0, SPREAD_CEILING)
+            (self.largest_untimed - floor)
+                .clamp(0, SPREAD_CEILING)
+                .max(self.earlier_untimed_spread)
         });
         PathSide {
             least,
             floor: self.floor,
             measured_spread,
             spread: self.variation,
-            reply_spread: (self.largest_reply - self.least_reply).clamp(0, SPREAD_CEILING),
+            reply_spread: (self.largest_reply - self.least_reply)
+                .clamp(0, SPREAD_CEILING)
+                .max(self.earlier_reply_spread),
             replies_seen: self.least_reply > 0,
             untimed_samples: self.untimed_samples,
         }
+    }
+}
+
+/// A least sample falls from `before` to `least`. The `largest` kept stays while the
+/// ceiling still holds it above the new least; otherwise it is as likely a timer's or the
+/// application's time as the path's, and the spread around the new least starts anew.
+/// What the samples until then showed, their spread above the least of their time, is
+/// kept in `earlier`: samples no timer apart measure the path however far a later least
+/// falls below them.
+fn set_aside(largest: &mut Nanos, earlier: &mut Nanos, before: Nanos, least: Nanos) {
+    if *largest - least >= SPREAD_CEILING {
+        *earlier = (*earlier).max((*largest - before).clamp(0, SPREAD_CEILING));
+        *largest = 0;
     }
 }
 
@@ -228,6 +264,30 @@ mod tests {
         assert_eq!(side.reply_spread, 9 * MS);
         assert_eq!(side.measured_spread, 0);
         assert_eq!(RoundTrips::default().side().reply_spread, 0);
+    }
+
+    #[test]
+    fn a_sample_a_lower_least_puts_past_the_ceiling_is_no_spread() {
+        let mut trips = RoundTrips::default();
+        // A reply the application took 200 ms over, before any quicker one: once the
+        // 47 ms replies come, it is no sample of how the path varies.
+        for sample in [258, 47, 57, 52] {
+            trips.record(sample * MS, false);
+        }
+        assert_eq!(trips.side().reply_spread, 10 * MS);
+        // The same for the path alone: a first ACK a timer held, then the path's own.
+        for sample in [95, 54, 56] {
+            trips.record(sample * MS, true);
+        }
+        assert_eq!(trips.side().floor, Some(54 * MS));
+        assert_eq!(trips.side().measured_spread, 2 * MS);
+        // Replies 120 to 123 ms apart by the path, then one far quicker (a close): how
+        // the 120s varied is still the path's variation.
+        let mut cluster = RoundTrips::default();
+        for sample in [121, 120, 123, 122, 66] {
+            cluster.record(sample * MS, false);
+        }
+        assert_eq!(cluster.side().reply_spread, 3 * MS);
     }
 
     #[test]
