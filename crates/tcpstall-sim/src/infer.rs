@@ -572,7 +572,7 @@ pub fn predict(d: &mut ConnectionDiagnosis, inferred: &Inferred) -> Result<(), S
                 fix.set_prediction(duration, v.speedup, share(v), lost);
             }
         }
-        helpful_first(&mut direction.fixes);
+        helpful_first(&mut direction.fixes, share(&variants[0]));
     }
     let base = &variants[0];
     d.inferred = Some(InferredScenario {

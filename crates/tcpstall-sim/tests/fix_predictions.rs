@@ -291,3 +291,34 @@ fn a_server_holder_is_offered_fixes_it_can_apply() {
         );
     }
 }
+
+/// Both ends hold, so the list has both directions' fixes. A fix of the first direction
+/// that the simulation showed leaving every stall comes after the second direction's,
+/// however the first direction's ranked it.
+#[test]
+fn fixes_the_simulation_shows_no_help_come_after_every_other() {
+    let file = ScenarioFile::from_toml(
+        "[workload]\npattern = \"two-writes\"\nrequest = [6, 6]\nresponse = [100, 100]\n\
+         transactions = 10\n[link]\nrtt_ms = 5.0\n",
+    )
+    .expect("scenario");
+    let mut c = analyzed(&file);
+    assert_eq!(c.directions.len(), 2, "both ends hold");
+    assert!(
+        c.directions.iter().all(|d| !d.fixes.is_empty()),
+        "both directions have fixes"
+    );
+    let as_given = c
+        .inferred
+        .as_ref()
+        .expect("inferred")
+        .simulated_stalled_share;
+    let (duration, lost) = (c.duration(), c.time_lost);
+    let first = &mut c.directions[0].fixes[0];
+    first.set_prediction(duration, 1.01, as_given, lost);
+    let demoted = (first.kind, first.role);
+    let order: Vec<_> = c.fixes().map(|f| (f.kind, f.role)).collect();
+    assert_eq!(order.last(), Some(&demoted), "{order:?}");
+    let helped = c.fixes().take_while(|f| !f.simulated_as_no_help(as_given));
+    assert_eq!(helped.count(), order.len() - 1);
+}

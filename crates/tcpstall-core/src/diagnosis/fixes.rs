@@ -169,6 +169,13 @@ pub fn predicted_gain(duration: Nanos, speedup: f64, lost: Nanos) -> (Nanos, f64
 }
 
 impl Fix {
+    /// Whether its simulation showed it saving nothing, or leaving as large a share of
+    /// transactions stalled as the scenario without a fix (`stalled_as_given`).
+    pub fn simulated_as_no_help(&self, stalled_as_given: f64) -> bool {
+        self.predicted
+            .is_some_and(|p| self.saves == 0 || p.stalled_share >= stalled_as_given)
+    }
+
     /// Records a simulated outcome: `saves` becomes the simulated saving, at most `lost`
     /// ([`predicted_gain`]).
     pub fn set_prediction(
@@ -188,11 +195,12 @@ impl Fix {
     }
 }
 
-/// Lists the fixes the simulation showed saving nothing (the stalls stay with them)
-/// after those that save, in their order otherwise: the fix offered first is one that
-/// helps this connection.
-pub fn helpful_first(fixes: &mut [Fix]) {
-    fixes.sort_by_key(|f| f.predicted.is_some() && f.saves == 0);
+/// Lists the fixes the simulation showed saving nothing, or leaving the stalls as they
+/// were (as large a share of transactions stalled as the scenario without a fix,
+/// `stalled_as_given`), after the others, in their order otherwise: the fix offered
+/// first is one that helps this connection.
+pub fn helpful_first(fixes: &mut [Fix], stalled_as_given: f64) {
+    fixes.sort_by_key(|f| f.simulated_as_no_help(stalled_as_given));
 }
 
 /// One value of an inferred scenario, and where in the capture it comes from.
@@ -474,18 +482,20 @@ mod tests {
     }
 
     #[test]
-    fn a_fix_the_simulation_shows_saving_nothing_comes_after_those_that_save() {
+    fn a_fix_the_simulation_shows_saving_nothing_or_leaving_the_stalls_comes_last() {
         let second = NANOS_PER_MILLI;
         let mut fixes: Vec<Fix> = (0..4).map(|_| route_fix()).collect();
-        // One write and TCP_CORK save nothing for a sender its window held; TCP_NODELAY
-        // and immediate ACKs do; the last was not simulated.
-        for (fix, speedup) in fixes.iter_mut().zip([1.0, 1.0, 1.5]) {
-            fix.set_prediction(1_000 * second, speedup, 1.0, 400 * second);
+        // One write saves nothing for a sender its window held; TCP_CORK saves a little
+        // but every transaction still stalls; TCP_NODELAY and immediate ACKs help; the
+        // last was not simulated.
+        for (fix, (speedup, stalled)) in fixes.iter_mut().zip([(1.0, 1.0), (1.02, 1.0), (1.5, 0.0)])
+        {
+            fix.set_prediction(1_000 * second, speedup, stalled, 400 * second);
         }
         for (i, fix) in fixes.iter_mut().enumerate() {
             fix.note = ["one write", "cork", "nodelay", "acks"][i];
         }
-        helpful_first(&mut fixes);
+        helpful_first(&mut fixes, 1.0);
         let order: Vec<&str> = fixes.iter().map(|f| f.note).collect();
         assert_eq!(order, ["nodelay", "acks", "one write", "cork"]);
     }

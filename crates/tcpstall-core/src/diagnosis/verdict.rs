@@ -105,9 +105,15 @@ pub struct ConnectionDiagnosis {
 
 impl ConnectionDiagnosis {
     /// Every direction's fixes, the first direction's first (kept once, in the
-    /// directions).
+    /// directions); those the simulation showed no help for, of every direction, after
+    /// all the others.
     pub fn fixes(&self) -> impl Iterator<Item = &Fix> {
-        self.directions.iter().flat_map(|d| d.fixes.iter())
+        let stalled_as_given = self.inferred.as_ref().map(|i| i.simulated_stalled_share);
+        let no_help = move |f: &&Fix| stalled_as_given.is_some_and(|s| f.simulated_as_no_help(s));
+        let all = || self.directions.iter().flat_map(|d| d.fixes.iter());
+        all()
+            .filter(move |f| !no_help(f))
+            .chain(all().filter(no_help))
     }
 
     pub fn duration(&self) -> Nanos {
