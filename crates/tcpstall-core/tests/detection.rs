@@ -521,6 +521,46 @@ fn a_piece_later_than_every_measured_round_trip_needs_tsecr_to_be_a_stall() {
     assert_eq!(second_pieces_found(true, 30 * MS), 6);
 }
 
+/// As above, without timestamps, where the handshake took `first` to the client and back
+/// (a radio waking, a first packet that met a queue), and then the path showed its own
+/// 100 ms three times: the server's data, each acknowledged at once. The second piece
+/// comes `late` beyond one round trip after the delayed ACK of the first.
+fn second_pieces_after_a_slow_first_round_trip(first: Nanos, late: Nanos) -> usize {
+    let client_rtt = 100 * MS;
+    let mut wire = Wire::new(1000, 5000);
+    wire.timestamps = false;
+    let mut t = wire.handshake(0, first, 50 * US) + MS;
+    for _ in 0..3 {
+        wire.data(false, t, 200);
+        wire.ack(true, t + client_rtt);
+        t += client_rtt + 50 * MS;
+    }
+    for _ in 0..6 {
+        wire.data(true, t, 100);
+        let ack = t + 40 * MS;
+        wire.ack(false, ack);
+        let second = ack + client_rtt + late;
+        wire.data(true, second, 600);
+        wire.data(false, second + 200 * US, 300);
+        t = second + 300 * MS;
+    }
+    nagle_stalls(&wire.only())
+}
+
+/// A first round trip far above the path's is no measure of how the path varies: the
+/// pieces 30 ms late are as far from the ACK after a 400 ms handshake as after a 100 ms
+/// one, and those on time are stalls either way.
+#[test]
+fn a_slow_first_round_trip_is_no_spread_of_the_path() {
+    for first in [100 * MS, 400 * MS] {
+        assert_eq!(
+            second_pieces_after_a_slow_first_round_trip(first, 30 * MS),
+            0
+        );
+        assert_eq!(second_pieces_after_a_slow_first_round_trip(first, MS), 6);
+    }
+}
+
 /// Seen on the client's host by a clock stepping every 10 ms, its LAN server sending two
 /// full segments that the client acknowledges in the same tick, 20 times: the clock never
 /// saw the path take a tick. The client writes each request in two pieces; the server's
